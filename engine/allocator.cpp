@@ -1,0 +1,130 @@
+#include "engine/allocator.h"
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include "engine/error.h"
+
+namespace eng::allocator {
+namespace {
+
+constexpr size_t kAlign = 64;
+
+// Blocks are rounded to 64 bytes below 1 MiB and to 64 KiB above, so that tensors of nearly
+// equal size share blocks; a cached block is reused for a request of at least half its size.
+size_t round_size(size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  size_t q = bytes < (size_t(1) << 20) ? kAlign : (size_t(1) << 16);
+  return (bytes + q - 1) / q * q;
+}
+
+struct Pool {
+  std::mutex mu;
+  std::multimap<size_t, void*> free_blocks;  // rounded size -> block
+  std::map<void*, size_t> block_size;        // every block we own, handed out or cached
+  AllocatorStats st;
+#ifdef ENG_SANITIZE
+  bool caching = false;
+#else
+  bool caching = true;
+#endif
+};
+
+Pool& pool() {
+  static Pool* p = new Pool;  // never destroyed: tensors in static storage may outlive it
+  return *p;
+}
+
+void free_cache_locked(Pool& P) {
+  for (auto& [sz, blk] : P.free_blocks) {
+    P.block_size.erase(blk);
+    std::free(blk);
+  }
+  P.free_blocks.clear();
+  P.st.cached_bytes = 0;
+}
+
+}  // namespace
+
+void* allocate(size_t bytes) {
+  Pool& P = pool();
+  size_t want = round_size(bytes);
+  std::lock_guard<std::mutex> lock(P.mu);
+  P.st.allocs++;
+  void* p = nullptr;
+  size_t got = want;
+  if (P.caching) {
+    auto it = P.free_blocks.lower_bound(want);
+    if (it != P.free_blocks.end() && it->first <= 2 * want) {
+      got = it->first;
+      p = it->second;
+      P.free_blocks.erase(it);
+      P.st.cached_bytes -= got;
+      P.st.cache_hits++;
+    }
+  }
+  if (!p) {
+    p = std::aligned_alloc(kAlign, want);
+    if (!p && !P.free_blocks.empty()) {  // out of memory: give the cache back and retry once
+      free_cache_locked(P);
+      p = std::aligned_alloc(kAlign, want);
+    }
+    ENG_CHECK(p, "allocator: out of memory allocating ", bytes, " bytes (live ", P.st.live_bytes,
+              " bytes)");
+    P.block_size[p] = want;
+  }
+  P.st.live_bytes += got;
+  if (P.st.live_bytes > P.st.peak_bytes) P.st.peak_bytes = P.st.live_bytes;
+  return p;
+}
+
+void release(void* p, size_t) {
+  if (!p) return;
+  Pool& P = pool();
+  std::lock_guard<std::mutex> lock(P.mu);
+  auto it = P.block_size.find(p);
+  if (it == P.block_size.end()) std::abort();  // not ours: memory corruption, stop now
+  size_t sz = it->second;
+  P.st.live_bytes -= sz;
+  if (P.caching) {
+    P.free_blocks.emplace(sz, p);
+    P.st.cached_bytes += sz;
+  } else {
+    P.block_size.erase(it);
+    std::free(p);
+  }
+}
+
+AllocatorStats stats() {
+  Pool& P = pool();
+  std::lock_guard<std::mutex> lock(P.mu);
+  return P.st;
+}
+
+void reset_peak() {
+  Pool& P = pool();
+  std::lock_guard<std::mutex> lock(P.mu);
+  P.st.peak_bytes = P.st.live_bytes;
+}
+
+void empty_cache() {
+  Pool& P = pool();
+  std::lock_guard<std::mutex> lock(P.mu);
+  free_cache_locked(P);
+}
+
+void set_caching(bool on) {
+  if (!on) empty_cache();
+  Pool& P = pool();
+  std::lock_guard<std::mutex> lock(P.mu);
+  P.caching = on;
+}
+
+bool caching() {
+  Pool& P = pool();
+  std::lock_guard<std::mutex> lock(P.mu);
+  return P.caching;
+}
+
+}  // namespace eng::allocator

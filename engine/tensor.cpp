@@ -1,0 +1,296 @@
+#include "engine/tensor.h"
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "engine/allocator.h"
+#include "engine/autograd.h"
+#include "engine/error.h"
+#include "engine/rng.h"
+#include "engine/strided.h"
+
+namespace eng {
+
+std::string shape_str(const Shape& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+Storage::Storage(size_t n, Device d) : nbytes(n), device(d) {
+  ENG_CHECK(d == Device::CPU, "storage: device ", device_name(d), " is not built in");
+  data = allocator::allocate(n);
+}
+
+Storage::~Storage() { allocator::release(data, nbytes); }
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape st(shape.size());
+  int64_t s = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    st[i] = s;
+    s *= shape[i];
+  }
+  return st;
+}
+
+int64_t wrap_axis(int64_t axis, int64_t ndim, const char* op) {
+  int64_t a = axis < 0 ? axis + ndim : axis;
+  ENG_CHECK(a >= 0 && a < ndim, op, ": axis ", axis, " out of range for a ", ndim, "-D tensor");
+  return a;
+}
+
+int64_t Tensor::size(int64_t d) const { return shape()[size_t(wrap_axis(d, dim(), "size"))]; }
+
+int64_t Tensor::numel() const { return shape_numel(shape()); }
+
+bool Tensor::is_contiguous() const {
+  int64_t expect = 1;
+  for (size_t i = shape().size(); i-- > 0;) {
+    if (shape()[i] != 1 && strides()[i] != expect) return false;
+    expect *= shape()[i];
+  }
+  return true;
+}
+
+template <class T>
+T* Tensor::data() const {
+  constexpr DType want = sizeof(T) == 4 ? DType::F32 : DType::F64;
+  ENG_CHECK(dtype() == want, "data<", dtype_name(want), ">: tensor holds ", dtype_name(dtype()));
+  return static_cast<T*>(impl_->storage->data) + impl_->offset;
+}
+template float* Tensor::data<float>() const;
+template double* Tensor::data<double>() const;
+
+void* Tensor::raw_data() const {
+  return static_cast<char*>(impl_->storage->data) + impl_->offset * int64_t(dtype_size(dtype()));
+}
+
+Tensor& Tensor::set_requires_grad(bool on) {
+  ENG_CHECK(is_leaf() || on, "set_requires_grad: cannot turn off gradients of a non-leaf tensor; use detach()");
+  impl_->requires_grad = on;
+  return *this;
+}
+
+void Tensor::set_grad(const Tensor& g) {
+  if (g.defined())
+    ENG_CHECK(g.shape() == shape(), "set_grad: gradient shape ", g.shape(), " != tensor shape ", shape());
+  impl_->grad = g.impl_;
+}
+
+Tensor Tensor::detach() const {
+  auto t = std::make_shared<TensorImpl>(*impl_);
+  t->requires_grad = false;
+  t->grad.reset();
+  t->grad_fn.reset();
+  return Tensor(t);
+}
+
+void Tensor::backward() const {
+  ENG_CHECK(numel() == 1, "backward: implicit gradient needs a one-element tensor, got shape ", shape(),
+            "; pass the output gradient explicitly");
+  backward(full(shape(), 1.0, dtype()));
+}
+
+void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {
+  run_backward(*this, grad_output, retain_graph);
+}
+
+namespace {
+
+int64_t flat_offset(const Tensor& t, std::initializer_list<int64_t> index, const char* op) {
+  ENG_CHECK(int64_t(index.size()) == t.dim(), op, ": ", index.size(), " indices for a tensor of shape ", t.shape());
+  int64_t off = t.offset(), d = 0;
+  for (int64_t i : index) {
+    ENG_CHECK(i >= 0 && i < t.shape()[size_t(d)], op, ": index ", i, " out of range for dim ", d, " of shape ",
+              t.shape());
+    off += i * t.strides()[size_t(d++)];
+  }
+  return off;
+}
+
+}  // namespace
+
+double Tensor::item() const {
+  ENG_CHECK(numel() == 1, "item: tensor of shape ", shape(), " has ", numel(), " elements, not 1");
+  double v = 0;
+  ENG_DISPATCH(dtype(), T, v = double(*data<T>()));
+  return v;
+}
+
+double Tensor::at(std::initializer_list<int64_t> index) const {
+  int64_t off = flat_offset(*this, index, "at");
+  double v = 0;
+  ENG_DISPATCH(dtype(), T, v = double(static_cast<T*>(impl_->storage->data)[off]));
+  return v;
+}
+
+void Tensor::set_at(std::initializer_list<int64_t> index, double v) const {
+  int64_t off = flat_offset(*this, index, "set_at");
+  ENG_DISPATCH(dtype(), T, static_cast<T*>(impl_->storage->data)[off] = T(v));
+}
+
+std::vector<double> Tensor::to_vector() const {
+  std::vector<double> out;
+  out.reserve(size_t(numel()));
+  ENG_DISPATCH(dtype(), T, {
+    const T* base = static_cast<const T*>(impl_->storage->data);
+    for_each_offset<1>(shape(), {strides().data()}, {offset()}, [&](auto o) { out.push_back(double(base[o[0]])); });
+  });
+  return out;
+}
+
+void Tensor::copy_from(const Tensor& src) const {
+  ENG_CHECK(src.shape() == shape(), "copy_from: source shape ", src.shape(), " != destination shape ", shape());
+  ENG_DISPATCH(dtype(), D, ENG_DISPATCH(src.dtype(), S, {
+    D* dst = static_cast<D*>(impl_->storage->data);
+    const S* s = static_cast<const S*>(src.impl()->storage->data);
+    for_each_offset<2>(shape(), {strides().data(), src.strides().data()}, {offset(), src.offset()},
+                       [&](auto o) { dst[o[0]] = D(s[o[1]]); });
+  }));
+}
+
+void Tensor::fill(double v) const {
+  ENG_DISPATCH(dtype(), T, {
+    T* base = static_cast<T*>(impl_->storage->data);
+    const T tv = T(v);
+    for_each_offset<1>(shape(), {strides().data()}, {offset()}, [&](auto o) { base[o[0]] = tv; });
+  });
+}
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+
+ENG_REGISTER_OP("clone");
+ENG_REGISTER_OP("to_dtype");
+
+Tensor Tensor::clone() const {
+  Tensor t = empty(shape(), dtype());
+  t.copy_from(*this);
+  return record(t, "clone", {*this}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
+}
+
+Tensor Tensor::to(DType t) const {
+  if (t == dtype()) return *this;
+  Tensor r = empty(shape(), t);
+  r.copy_from(*this);
+  return record(r, "to_dtype", {*this}, [from = dtype()](const Tensor& g) { return std::vector<Tensor>{g.to(from)}; });
+}
+
+Tensor Tensor::as_strided(const Shape& shp, const Shape& st, int64_t off) const {
+  ENG_CHECK(shp.size() == st.size(), "as_strided: shape ", shp, " and strides ", st, " differ in rank");
+  int64_t lo = off, hi = off;
+  bool empty_view = false;
+  for (size_t i = 0; i < shp.size(); ++i) {
+    ENG_CHECK(shp[i] >= 0, "as_strided: negative size in shape ", shp);
+    if (shp[i] == 0) empty_view = true;
+    int64_t span = (shp[i] - 1) * st[i];
+    (span < 0 ? lo : hi) += span;
+  }
+  int64_t cap = int64_t(impl_->storage->nbytes / dtype_size(dtype()));
+  ENG_CHECK(empty_view || (lo >= 0 && hi < cap), "as_strided: view shape ", shp, " strides ", st, " offset ", off,
+            " reaches outside a storage of ", cap, " elements");
+  auto t = std::make_shared<TensorImpl>();
+  t->storage = impl_->storage;
+  t->shape = shp;
+  t->strides = st;
+  t->offset = off;
+  t->dtype = dtype();
+  return Tensor(t);
+}
+
+std::string Tensor::str() const {
+  if (!defined()) return "Tensor(undefined)";
+  std::ostringstream os;
+  os << "Tensor(shape=" << shape() << ", dtype=" << dtype_name(dtype());
+  if (numel() <= 64) {
+    os << ", values=[";
+    auto v = to_vector();
+    for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+    os << "]";
+  }
+  return os.str() + ")";
+}
+
+Tensor empty(const Shape& shape, DType dtype) {
+  for (int64_t s : shape) ENG_CHECK(s >= 0, "empty: negative size in shape ", shape);
+  auto t = std::make_shared<TensorImpl>();
+  t->storage = std::make_shared<Storage>(size_t(shape_numel(shape)) * dtype_size(dtype), Device::CPU);
+  t->shape = shape;
+  t->strides = contiguous_strides(shape);
+  t->dtype = dtype;
+  return Tensor(t);
+}
+
+Tensor full(const Shape& shape, double value, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  ENG_DISPATCH(dtype, T, {
+    T* p = t.data<T>();
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = T(value);
+  });
+  return t;
+}
+
+Tensor zeros(const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  std::memset(t.raw_data(), 0, size_t(t.numel()) * dtype_size(dtype));
+  return t;
+}
+
+Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+
+Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
+
+Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  ENG_CHECK(int64_t(values.size()) == shape_numel(shape), "from_vector: ", values.size(),
+            " values do not fill shape ", shape);
+  Tensor t = empty(shape, dtype);
+  ENG_DISPATCH(dtype, T, {
+    T* p = t.data<T>();
+    for (size_t i = 0; i < values.size(); ++i) p[i] = T(values[i]);
+  });
+  return t;
+}
+
+Tensor from_vector(const std::vector<float>& values, const Shape& shape) {
+  ENG_CHECK(int64_t(values.size()) == shape_numel(shape), "from_vector: ", values.size(),
+            " values do not fill shape ", shape);
+  Tensor t = empty(shape, DType::F32);
+  std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(float));
+  return t;
+}
+
+Tensor arange(int64_t n, DType dtype) {
+  Tensor t = empty({n}, dtype);
+  ENG_DISPATCH(dtype, T, {
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) p[i] = T(i);
+  });
+  return t;
+}
+
+Tensor randn(const Shape& shape, Rng& rng, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  ENG_DISPATCH(dtype, T, {
+    T* p = t.data<T>();
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = T(rng.normal());
+  });
+  return t;
+}
+
+Tensor rand(const Shape& shape, Rng& rng, DType dtype, double lo, double hi) {
+  Tensor t = empty(shape, dtype);
+  ENG_DISPATCH(dtype, T, {
+    T* p = t.data<T>();
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = T(lo + (hi - lo) * rng.uniform());
+  });
+  return t;
+}
+
+}  // namespace eng

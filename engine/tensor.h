@@ -1,0 +1,116 @@
+// Tensor: a cheap handle (shared pointer) to shape, strides, offset and a shared storage, plus the
+// autograd fields. Copying a Tensor copies the handle, never the data. Views (as_strided) share
+// storage; the differentiable views (reshape, permute, narrow, expand, ...) live in ops/view.h.
+#pragma once
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/dtype.h"
+
+namespace eng {
+
+class Rng;
+struct Node;
+
+// A block of raw memory from the caching allocator.
+struct Storage {
+  void* data = nullptr;
+  size_t nbytes = 0;
+  Device device = Device::CPU;
+  Storage(size_t nbytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Shape strides;       // in elements
+  int64_t offset = 0;  // in elements
+  DType dtype = DType::F32;
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;  // accumulated gradient of a leaf
+  std::shared_ptr<Node> grad_fn;     // the op that produced this tensor (null for leaves)
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl_->shape; }
+  const Shape& strides() const { return impl_->strides; }
+  int64_t offset() const { return impl_->offset; }
+  int64_t dim() const { return int64_t(impl_->shape.size()); }
+  int64_t size(int64_t d) const;  // negative d counts from the end
+  int64_t numel() const;
+  DType dtype() const { return impl_->dtype; }
+  Device device() const { return impl_->storage->device; }
+  bool is_contiguous() const;
+  const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& shared_impl() const { return impl_; }
+
+  // Pointer to the first element (at offset). T must match dtype().
+  template <class T>
+  T* data() const;
+  void* raw_data() const;
+
+  // Autograd. See engine/autograd.h for the rules.
+  bool requires_grad() const { return impl_->requires_grad; }
+  Tensor& set_requires_grad(bool on = true);
+  bool is_leaf() const { return impl_->grad_fn == nullptr; }
+  Tensor grad() const { return Tensor(impl_->grad); }
+  void set_grad(const Tensor& g);
+  void zero_grad() { impl_->grad.reset(); }
+  const std::shared_ptr<Node>& grad_fn() const { return impl_->grad_fn; }
+  // A tensor sharing storage with this one but outside the graph.
+  Tensor detach() const;
+  void backward() const;  // from a one-element tensor
+  void backward(const Tensor& grad_output, bool retain_graph = false) const;
+
+  // Element access by logical index, as double (slow: for tests, tools, small tensors).
+  double item() const;
+  double at(std::initializer_list<int64_t> index) const;
+  void set_at(std::initializer_list<int64_t> index, double v) const;
+  std::vector<double> to_vector() const;  // logical row-major order
+
+  // Copies; differentiable (recorded in the graph like any op).
+  Tensor contiguous() const;  // this tensor itself if already contiguous
+  Tensor clone() const;       // always a fresh contiguous copy
+  Tensor to(DType t) const;   // converted copy (this tensor itself if same dtype)
+  // Raw view with the given geometry over the same storage; bounds are checked.
+  Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
+  // In-place writes, outside the graph (for initialisation and optimizer updates).
+  // Overwrites every element from `src` (same shape; dtypes may differ).
+  void copy_from(const Tensor& src) const;
+  void fill(double v) const;
+
+  std::string str() const;  // shape, dtype and (for small tensors) values
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+Shape contiguous_strides(const Shape& shape);
+int64_t shape_numel(const Shape& shape);
+// Normalises a possibly negative axis; `op` names the caller in the error.
+int64_t wrap_axis(int64_t axis, int64_t ndim, const char* op);
+
+// Factories. All return contiguous CPU tensors.
+Tensor empty(const Shape& shape, DType dtype = DType::F32);
+Tensor zeros(const Shape& shape, DType dtype = DType::F32);
+Tensor ones(const Shape& shape, DType dtype = DType::F32);
+Tensor full(const Shape& shape, double value, DType dtype = DType::F32);
+Tensor scalar_tensor(double value, DType dtype = DType::F32);
+Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType dtype = DType::F32);
+Tensor from_vector(const std::vector<float>& values, const Shape& shape);
+Tensor arange(int64_t n, DType dtype = DType::F32);
+Tensor randn(const Shape& shape, Rng& rng, DType dtype = DType::F32);                      // N(0, 1)
+Tensor rand(const Shape& shape, Rng& rng, DType dtype = DType::F32, double lo = 0, double hi = 1);  // U[lo, hi)
+
+}  // namespace eng

@@ -1,0 +1,18 @@
+// One thread pool for the whole engine (two pools spinning against each other on 2 cores cost more
+// than they give). Workers sleep on a condition variable between jobs (passive waits). The thread
+// count comes from set_num_threads(), else the ENG_THREADS environment variable, else the number of
+// hardware threads. A parallel_for inside a parallel_for runs serially on the calling thread.
+#pragma once
+#include <cstdint>
+#include <functional>
+
+namespace eng {
+
+int num_threads();
+void set_num_threads(int n);
+
+// Splits [begin, end) into chunks of at least `grain` iterations and calls fn(lo, hi) on each,
+// spread over the pool; returns when all are done. An exception thrown by fn is rethrown here.
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+}  // namespace eng

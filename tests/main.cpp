@@ -1,0 +1,10 @@
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include "engine/autograd.h"
+
+int main(int argc, char** argv) {
+  eng::set_op_checking(true);  // every node recorded during the tests must come from a registered op
+  doctest::Context ctx(argc, argv);
+  return ctx.run();
+}

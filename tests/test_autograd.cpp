@@ -1,0 +1,96 @@
+#include "engine/autograd.h"
+
+#include "engine/error.h"
+#include "ops/binary.h"
+#include "ops/reduce.h"
+#include "tests/gradcheck.h"
+
+using namespace eng;
+
+GRADCHECK("sum") {
+  eng::test::check_gradients([](auto v) { return sum(v[0], {1}); }, {eng::test::uniform({2, 3, 4}, 1)});
+  eng::test::check_gradients([](auto v) { return sum(v[0], {0, 2}, true); }, {eng::test::uniform({2, 3, 4}, 2)});
+  eng::test::check_gradients([](auto v) { return sum(v[0]); }, {eng::test::uniform({3, 2}, 3)});
+}
+
+TEST_CASE("autograd: a tensor used twice gets both contributions (micrograd's b = a + a; c = b + b)") {
+  Tensor a = scalar_tensor(3.0, DType::F64).set_requires_grad();
+  Tensor b = a + a;
+  Tensor c = b + b;
+  c.backward();
+  CHECK(c.item() == 12);
+  CHECK(a.grad().item() == 4);
+}
+
+TEST_CASE("autograd: grads accumulate across backward calls until zero_grad") {
+  Tensor a = from_vector(std::vector<double>{1, 2}, {2}, DType::F64).set_requires_grad();
+  sum(a * a).backward();
+  sum(a * 3.0).backward();
+  CHECK(a.grad().to_vector() == std::vector<double>{2 + 3, 4 + 3});
+  a.zero_grad();
+  CHECK_FALSE(a.grad().defined());
+}
+
+TEST_CASE("autograd: backward with an explicit output gradient") {
+  Tensor a = from_vector(std::vector<double>{1, 2, 3}, {3}, DType::F64).set_requires_grad();
+  Tensor y = a * a;
+  y.backward(from_vector(std::vector<double>{1, 0, -1}, {3}, DType::F64));
+  CHECK(a.grad().to_vector() == std::vector<double>{2, 0, -6});
+  CHECK_THROWS_WITH(y.backward(), "backward: implicit gradient needs a one-element tensor, got shape [3]; "
+                                  "pass the output gradient explicitly");
+}
+
+TEST_CASE("autograd: the graph is freed by backward unless retained") {
+  Tensor a = scalar_tensor(2.0, DType::F64).set_requires_grad();
+  Tensor y = a * a;
+  y.backward(ones({}, DType::F64), true);
+  y.backward(ones({}, DType::F64));
+  CHECK(a.grad().item() == 8);
+  CHECK_THROWS_WITH(y.backward(), "backward: the graph through op 'mul' was already freed by an earlier backward; "
+                                  "pass retain_graph = true to backward twice");
+}
+
+TEST_CASE("autograd: no_grad and detach record nothing") {
+  Tensor a = scalar_tensor(1.0).set_requires_grad();
+  {
+    NoGradGuard g;
+    Tensor y = a * 2.0;
+    CHECK_FALSE(y.requires_grad());
+    CHECK(y.is_leaf());
+  }
+  Tensor d = a.detach();
+  CHECK_FALSE(d.requires_grad());
+  CHECK(d.storage().get() == a.storage().get());
+  CHECK_FALSE((d * 2.0).requires_grad());
+  CHECK_THROWS_WITH((d * 2.0).backward(), "backward: tensor of shape [] does not require grad (no input of the "
+                                           "computation had requires_grad set)");
+}
+
+TEST_CASE("autograd: a deep chain neither overflows the stack in backward nor in destruction") {
+  Tensor a = scalar_tensor(1.0, DType::F64).set_requires_grad();
+  Tensor y = a;
+  for (int i = 0; i < 200000; ++i) y = y * 1.0;
+  y.backward();
+  CHECK(a.grad().item() == 1);
+  Tensor z = a;
+  for (int i = 0; i < 200000; ++i) z = z + 0.0;
+  z = Tensor();  // dropped without backward: freed iteratively
+  CHECK(a.grad().item() == 1);
+}
+
+TEST_CASE("autograd: an unregistered op is refused when op checking is on") {
+  Tensor a = scalar_tensor(1.0).set_requires_grad();
+  CHECK_THROWS_WITH(record(a * 1.0, "not_an_op", {a}, [](const Tensor& g) { return std::vector<Tensor>{g}; }),
+                    "autograd: op 'not_an_op' records a node but was never registered (ENG_REGISTER_OP)");
+}
+
+TEST_CASE("autograd: a wrong gradient shape from a backward is caught") {
+  set_op_checking(false);  // a deliberately broken op, not registered
+  Tensor a = zeros({2}).set_requires_grad();
+  Tensor y = record(a * 1.0, "bad_shape_op_for_test", {a}, [](const Tensor&) {
+    return std::vector<Tensor>{zeros({3})};
+  });
+  CHECK_THROWS_WITH(y.backward(ones({2})), "autograd: op 'bad_shape_op_for_test' returned a gradient of shape [3] "
+                                           "for input 0 of shape [2]");
+  set_op_checking(true);
+}
