@@ -109,6 +109,7 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
 
 Tensor record(Tensor out, const char* op, std::vector<Tensor> inputs, BackwardFn backward) {
   if (!needs_grad(inputs)) return out;
+  ENG_CHECK(is_floating(out.dtype()), op, ": an i64 result cannot require grad");
   if (g_check_ops) {
     auto& R = op_registry();
     std::lock_guard<std::mutex> lock(R.mu);

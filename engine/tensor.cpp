@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <sstream>
+#include <type_traits>
 
 #include "engine/allocator.h"
 #include "engine/autograd.h"
@@ -24,6 +25,10 @@ Storage::Storage(size_t n, Device d) : nbytes(n), device(d) {
 }
 
 Storage::~Storage() { allocator::release(data, nbytes); }
+
+void fail_not_floating(const char* where) {
+  fail(where, ": i64 tensors hold indices; this needs a floating tensor (f32 or f64)");
+}
 
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
@@ -62,18 +67,20 @@ bool Tensor::is_contiguous() const {
 
 template <class T>
 T* Tensor::data() const {
-  constexpr DType want = sizeof(T) == 4 ? DType::F32 : DType::F64;
+  constexpr DType want = std::is_same_v<T, float> ? DType::F32 : std::is_same_v<T, double> ? DType::F64 : DType::I64;
   ENG_CHECK(dtype() == want, "data<", dtype_name(want), ">: tensor holds ", dtype_name(dtype()));
   return static_cast<T*>(impl_->storage->data) + impl_->offset;
 }
 template float* Tensor::data<float>() const;
 template double* Tensor::data<double>() const;
+template int64_t* Tensor::data<int64_t>() const;
 
 void* Tensor::raw_data() const {
   return static_cast<char*>(impl_->storage->data) + impl_->offset * int64_t(dtype_size(dtype()));
 }
 
 Tensor& Tensor::set_requires_grad(bool on) {
+  ENG_CHECK(!on || is_floating(dtype()), "set_requires_grad: an i64 tensor of shape ", shape(), " cannot require grad");
   ENG_CHECK(is_leaf() || on, "set_requires_grad: cannot turn off gradients of a non-leaf tensor; use detach()");
   impl_->requires_grad = on;
   return *this;
@@ -121,26 +128,26 @@ int64_t flat_offset(const Tensor& t, std::initializer_list<int64_t> index, const
 double Tensor::item() const {
   ENG_CHECK(numel() == 1, "item: tensor of shape ", shape(), " has ", numel(), " elements, not 1");
   double v = 0;
-  ENG_DISPATCH(dtype(), T, v = double(*data<T>()));
+  ENG_DISPATCH_ALL(dtype(), T, v = double(*data<T>()));
   return v;
 }
 
 double Tensor::at(std::initializer_list<int64_t> index) const {
   int64_t off = flat_offset(*this, index, "at");
   double v = 0;
-  ENG_DISPATCH(dtype(), T, v = double(static_cast<T*>(impl_->storage->data)[off]));
+  ENG_DISPATCH_ALL(dtype(), T, v = double(static_cast<T*>(impl_->storage->data)[off]));
   return v;
 }
 
 void Tensor::set_at(std::initializer_list<int64_t> index, double v) const {
   int64_t off = flat_offset(*this, index, "set_at");
-  ENG_DISPATCH(dtype(), T, static_cast<T*>(impl_->storage->data)[off] = T(v));
+  ENG_DISPATCH_ALL(dtype(), T, static_cast<T*>(impl_->storage->data)[off] = T(v));
 }
 
 std::vector<double> Tensor::to_vector() const {
   std::vector<double> out;
   out.reserve(size_t(numel()));
-  ENG_DISPATCH(dtype(), T, {
+  ENG_DISPATCH_ALL(dtype(), T, {
     const T* base = static_cast<const T*>(impl_->storage->data);
     for_each_offset<1>(shape(), {strides().data()}, {offset()}, [&](auto o) { out.push_back(double(base[o[0]])); });
   });
@@ -149,7 +156,7 @@ std::vector<double> Tensor::to_vector() const {
 
 void Tensor::copy_from(const Tensor& src) const {
   ENG_CHECK(src.shape() == shape(), "copy_from: source shape ", src.shape(), " != destination shape ", shape());
-  ENG_DISPATCH(dtype(), D, ENG_DISPATCH(src.dtype(), S, {
+  ENG_DISPATCH_ALL(dtype(), D, ENG_DISPATCH_ALL(src.dtype(), S, {
     D* dst = static_cast<D*>(impl_->storage->data);
     const S* s = static_cast<const S*>(src.impl()->storage->data);
     for_each_offset<2>(shape(), {strides().data(), src.strides().data()}, {offset(), src.offset()},
@@ -158,7 +165,7 @@ void Tensor::copy_from(const Tensor& src) const {
 }
 
 void Tensor::fill(double v) const {
-  ENG_DISPATCH(dtype(), T, {
+  ENG_DISPATCH_ALL(dtype(), T, {
     T* base = static_cast<T*>(impl_->storage->data);
     const T tv = T(v);
     for_each_offset<1>(shape(), {strides().data()}, {offset()}, [&](auto o) { base[o[0]] = tv; });
@@ -230,7 +237,7 @@ Tensor empty(const Shape& shape, DType dtype) {
 
 Tensor full(const Shape& shape, double value, DType dtype) {
   Tensor t = empty(shape, dtype);
-  ENG_DISPATCH(dtype, T, {
+  ENG_DISPATCH_ALL(dtype, T, {
     T* p = t.data<T>();
     for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = T(value);
   });
@@ -251,7 +258,7 @@ Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType 
   ENG_CHECK(int64_t(values.size()) == shape_numel(shape), "from_vector: ", values.size(),
             " values do not fill shape ", shape);
   Tensor t = empty(shape, dtype);
-  ENG_DISPATCH(dtype, T, {
+  ENG_DISPATCH_ALL(dtype, T, {
     T* p = t.data<T>();
     for (size_t i = 0; i < values.size(); ++i) p[i] = T(values[i]);
   });
@@ -268,7 +275,7 @@ Tensor from_vector(const std::vector<float>& values, const Shape& shape) {
 
 Tensor arange(int64_t n, DType dtype) {
   Tensor t = empty({n}, dtype);
-  ENG_DISPATCH(dtype, T, {
+  ENG_DISPATCH_ALL(dtype, T, {
     T* p = t.data<T>();
     for (int64_t i = 0; i < n; ++i) p[i] = T(i);
   });
