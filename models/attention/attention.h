@@ -1,0 +1,93 @@
+// The one interface every attention mechanism implements, and the registry that builds one by name.
+//
+// Shapes: q [B, H, Lq, D], k [B, H, Lk, D], v [B, H, Lk, Dv] -> [B, H, Lq, Dv]. Projections, heads
+// and dropout on the output live in the multi-head layer (models/multihead.h); a mechanism only maps
+// (q, k, v, mask) to outputs, plus, where it has one, a recurrent form for generation.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/tensor.h"
+#include "engine/autograd.h"
+#include "models/module.h"
+
+namespace eng {
+
+struct AttentionMask {
+  bool causal = false;         // query i sees keys j <= i + query_offset
+  int64_t query_offset = 0;    // absolute position of query 0 (generation with a cache)
+  std::vector<int64_t> key_lengths;  // per batch element: keys >= length are padding; empty = none
+  Tensor keep;                 // optional, broadcastable to [B, H, Lq, Lk]: 0 masks a key, non-zero keeps it
+  Tensor bias;                 // optional additive logits bias, broadcastable to [B, H, Lq, Lk]
+  Tensor alibi_slopes;         // optional [H]: adds -slope * |i + query_offset - j| (ALiBi), computed on the fly
+
+  bool any() const { return causal || !key_lengths.empty() || keep.defined() || bias.defined() || alibi_slopes.defined(); }
+};
+
+// Per-variant options given as strings (from the command line: --attn-opt name=value). Every option must
+// be read by the variant's constructor: a name it did not read is an error, never silently ignored.
+class AttentionOptions {
+ public:
+  AttentionOptions() = default;
+  explicit AttentionOptions(std::map<std::string, std::string> kv) : kv_(std::move(kv)) {}
+  void set(const std::string& key, const std::string& value) { kv_[key] = value; }
+  int64_t get_int(const std::string& key, int64_t fallback) const;
+  double get_double(const std::string& key, double fallback) const;
+  std::string get_string(const std::string& key, const std::string& fallback) const;
+  bool get_bool(const std::string& key, bool fallback) const;
+  // Throws naming the variant and the first option no getter asked for.
+  void check_all_used(const std::string& variant) const;
+  const std::map<std::string, std::string>& items() const { return kv_; }
+
+ private:
+  std::map<std::string, std::string> kv_;
+  mutable std::set<std::string> used_;
+};
+
+struct AttentionConfig {
+  int64_t heads = 1;
+  int64_t head_dim = 64;
+  int64_t max_len = 0;  // longest sequence the model is built for (0 = unbounded); some variants need it
+  bool causal = false;  // the model is autoregressive (variants that cannot be causal refuse)
+  uint64_t seed = 0;    // for variants with random projections or hashes
+  AttentionOptions options;
+};
+
+// Recurrent state of one attention layer during generation (a KV cache, or linear attention's s and z).
+struct AttentionState {
+  virtual ~AttentionState() = default;
+  int64_t length = 0;  // tokens consumed so far
+};
+
+class Attention : public Module {
+ public:
+  virtual std::string name() const = 0;
+  virtual Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) = 0;
+
+  // Recurrent form: q, k, v of ONE new position [B, H, 1, D]; the state absorbs k and v, and the result
+  // is the output of that position [B, H, 1, Dv], equal to the causal parallel form's row.
+  // Variants without one return null from new_state.
+  virtual std::unique_ptr<AttentionState> new_state() const { return nullptr; }
+  virtual Tensor step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                      const AttentionMask& mask);
+};
+
+using AttentionFactory = std::function<std::unique_ptr<Attention>(const AttentionConfig&)>;
+
+// Registers a factory under `name` with a one-line description (shown by --help).
+bool register_attention(const std::string& name, const std::string& description, AttentionFactory factory);
+// Builds the named variant; an unknown name lists the known ones; unread options are an error.
+std::unique_ptr<Attention> make_attention(const std::string& name, const AttentionConfig& config);
+std::vector<std::pair<std::string, std::string>> attention_variants();  // (name, description), sorted
+
+// Checks q, k, v shapes against the interface and names `op` and the shapes on failure.
+void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, const char* op);
+
+}  // namespace eng
+
+#define ENG_REGISTER_ATTENTION(name, description, factory) \
+  static const bool ENG_CONCAT(eng_attention_registered_, __LINE__) = ::eng::register_attention(name, description, factory)

@@ -1,0 +1,109 @@
+
+#include "engine/error.h"
+#include "models/attention/attention.h"
+
+namespace eng {
+namespace {
+
+struct Entry {
+  std::string description;
+  AttentionFactory factory;
+};
+
+std::map<std::string, Entry>& registry() {
+  static auto* r = new std::map<std::string, Entry>;
+  return *r;
+}
+
+}  // namespace
+
+int64_t AttentionOptions::get_int(const std::string& key, int64_t fallback) const {
+  auto it = kv_.find(key);
+  if (it == kv_.end()) return fallback;
+  used_.insert(key);
+  size_t pos = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(it->second, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  ENG_CHECK(pos == it->second.size() && pos > 0, "attention option ", key, ": expected an integer, got '",
+            it->second, "'");
+  return v;
+}
+
+double AttentionOptions::get_double(const std::string& key, double fallback) const {
+  auto it = kv_.find(key);
+  if (it == kv_.end()) return fallback;
+  used_.insert(key);
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(it->second, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  ENG_CHECK(pos == it->second.size() && pos > 0, "attention option ", key, ": expected a number, got '", it->second,
+            "'");
+  return v;
+}
+
+std::string AttentionOptions::get_string(const std::string& key, const std::string& fallback) const {
+  auto it = kv_.find(key);
+  if (it == kv_.end()) return fallback;
+  used_.insert(key);
+  return it->second;
+}
+
+bool AttentionOptions::get_bool(const std::string& key, bool fallback) const {
+  std::string s = get_string(key, fallback ? "true" : "false");
+  ENG_CHECK(s == "true" || s == "false" || s == "1" || s == "0", "attention option ", key,
+            ": expected true or false, got '", s, "'");
+  return s == "true" || s == "1";
+}
+
+void AttentionOptions::check_all_used(const std::string& variant) const {
+  for (const auto& [k, v] : kv_)
+    ENG_CHECK(used_.count(k), "attention '", variant, "': unknown option '", k, "'");
+}
+
+Tensor Attention::step(const Tensor&, const Tensor&, const Tensor&, AttentionState&, const AttentionMask&) {
+  fail("attention '", name(), "': no recurrent form (step) for this variant");
+}
+
+bool register_attention(const std::string& name, const std::string& description, AttentionFactory factory) {
+  registry()[name] = Entry{description, std::move(factory)};
+  return true;
+}
+
+std::unique_ptr<Attention> make_attention(const std::string& name, const AttentionConfig& config) {
+  auto it = registry().find(name);
+  if (it == registry().end()) {
+    std::string known;
+    for (const auto& [n, e] : registry()) known += (known.empty() ? "" : ", ") + n;
+    fail("attention: unknown variant '", name, "' (known: ", known, ")");
+  }
+  ENG_CHECK(config.heads >= 1 && config.head_dim >= 1, "attention '", name, "': heads and head_dim must be >= 1");
+  auto a = it->second.factory(config);
+  config.options.check_all_used(name);
+  return a;
+}
+
+std::vector<std::pair<std::string, std::string>> attention_variants() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [n, e] : registry()) out.emplace_back(n, e.description);
+  return out;
+}
+
+void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, const char* op) {
+  ENG_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op, ": q, k, v must be [B, H, L, D], got q ", q.shape(),
+            ", k ", k.shape(), ", v ", v.shape());
+  ENG_CHECK(q.size(0) == k.size(0) && q.size(1) == k.size(1) && q.size(3) == k.size(3), op,
+            ": q ", q.shape(), " and k ", k.shape(), " differ in batch, heads or head dim");
+  ENG_CHECK(k.size(0) == v.size(0) && k.size(1) == v.size(1) && k.size(2) == v.size(2), op, ": k ", k.shape(),
+            " and v ", v.shape(), " differ in batch, heads or length");
+  ENG_CHECK(q.dtype() == k.dtype() && k.dtype() == v.dtype(), op, ": q, k, v dtypes differ");
+}
+
+}  // namespace eng

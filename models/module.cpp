@@ -1,0 +1,54 @@
+#include "models/module.h"
+
+#include "engine/error.h"
+
+namespace eng {
+
+Tensor Module::register_parameter(const std::string& name, Tensor t) {
+  ENG_CHECK(!name.empty() && name.find('.') == std::string::npos, "register_parameter: bad name '", name, "'");
+  for (auto& [n, p] : params_) ENG_CHECK(n != name, "register_parameter: '", name, "' registered twice");
+  t = t.detach();
+  t.set_requires_grad(true);
+  params_.emplace_back(name, t);
+  return t;
+}
+
+void Module::register_module(const std::string& name, Module& child) {
+  ENG_CHECK(!name.empty() && name.find('.') == std::string::npos, "register_module: bad name '", name, "'");
+  for (auto& [n, c] : children_) ENG_CHECK(n != name, "register_module: '", name, "' registered twice");
+  children_.emplace_back(name, &child);
+}
+
+void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const {
+  for (const auto& [n, p] : params_) out.emplace_back(prefix + n, p);
+  for (const auto& [n, c] : children_) c->collect(prefix + n + ".", out);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect("", out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [n, p] : named_parameters()) out.push_back(p);
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (auto& [name, p] : named_parameters()) n += p.numel();
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, c] : children_) c->train(on);
+}
+
+void Module::zero_grad() {
+  for (auto& [n, p] : named_parameters()) p.zero_grad();
+}
+
+}  // namespace eng

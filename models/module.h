@@ -1,0 +1,45 @@
+// Module: a named tree of parameters. Names are dotted paths ("decoder.layers.0.attn.q_proj.weight")
+// and are the checkpoint keys (docs/checkpoint.md). Parameters are Tensor handles shared with the
+// owning layer's members, so an optimizer's in-place update or a checkpoint load is seen by the layer.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace eng {
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // Every parameter of this module and its children, depth first in registration order.
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  int64_t num_parameters() const;
+
+  // Training mode (dropout active) for this module and all children.
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool training() const { return training_; }
+  void zero_grad();
+
+ protected:
+  // Registers `t` (made a leaf requiring grad) under `name` and returns it.
+  Tensor register_parameter(const std::string& name, Tensor t);
+  // Registers a child owned by the caller (a member, or held in a unique_ptr); it must outlive this.
+  void register_module(const std::string& name, Module& child);
+
+ private:
+  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const;
+  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, Module*>> children_;
+  bool training_ = true;
+};
+
+}  // namespace eng
