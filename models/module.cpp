@@ -52,3 +52,21 @@ void Module::zero_grad() {
 }
 
 }  // namespace eng
+
+namespace eng {
+
+void Module::to(DType dtype) {
+  for (auto& [n, p] : named_parameters()) {
+    if (p.dtype() == dtype) continue;
+    Tensor converted = empty(p.shape(), dtype);
+    converted.copy_from(p);
+    TensorImpl* impl = p.impl();
+    impl->storage = converted.storage();
+    impl->strides = converted.strides();
+    impl->offset = 0;
+    impl->dtype = dtype;
+    impl->grad.reset();
+  }
+}
+
+}  // namespace eng

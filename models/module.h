@@ -28,6 +28,9 @@ class Module {
   void eval() { train(false); }
   bool training() const { return training_; }
   void zero_grad();
+  // Converts every parameter to `dtype` in place (the handles held by layers see the change);
+  // gradients are dropped. Used to run whole models in f64 for gradient checks.
+  void to(DType dtype);
 
  protected:
   // Registers `t` (made a leaf requiring grad) under `name` and returns it.
