@@ -51,9 +51,6 @@ void Module::zero_grad() {
   for (auto& [n, p] : named_parameters()) p.zero_grad();
 }
 
-}  // namespace eng
-
-namespace eng {
 
 void Module::to(DType dtype) {
   for (auto& [n, p] : named_parameters()) {
