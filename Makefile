@@ -45,8 +45,10 @@ $(BUILD)/libengine.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# --whole-archive keeps every object, so that self-registering ops and attention variants are linked
+# even though no tool names them.
 $(BUILD)/%: $(BUILD)/obj/tools/%.o $(BUILD)/libengine.a
-	$(CXX) $< $(BUILD)/libengine.a $(LDFLAGS) -o $@
+	$(CXX) $< -Wl,--whole-archive $(BUILD)/libengine.a -Wl,--no-whole-archive $(LDFLAGS) -o $@
 
 # Tests link the library objects directly (not the archive) so that every op file's registration
 # is present: the registry test must see all ops, even those no test calls.

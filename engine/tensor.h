@@ -66,7 +66,7 @@ class Tensor {
   bool is_leaf() const { return impl_->grad_fn == nullptr; }
   Tensor grad() const { return Tensor(impl_->grad); }
   void set_grad(const Tensor& g);
-  void zero_grad() { impl_->grad.reset(); }
+  void zero_grad() const { impl_->grad.reset(); }
   const std::shared_ptr<Node>& grad_fn() const { return impl_->grad_fn; }
   // A tensor sharing storage with this one but outside the graph.
   Tensor detach() const;

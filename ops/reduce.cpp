@@ -1,12 +1,20 @@
 #include "ops/reduce.h"
 
+#include <cmath>
+#include <limits>
+
 #include "engine/autograd.h"
+#include "ops/binary.h"
+#include "ops/kernel_util.h"
 #include "ops/reduce_kernel.h"
 #include "ops/view.h"
 
 namespace eng {
 
 ENG_REGISTER_OP("sum");
+ENG_REGISTER_OP("mean");
+ENG_REGISTER_OP("max");
+ENG_REGISTER_OP("min");
 
 std::vector<int64_t> reduce_axes(const Tensor& a, const Shape& axes, const char* op) {
   std::vector<int64_t> r;
@@ -58,6 +66,89 @@ Tensor sum_to(const Tensor& a, const Shape& shape) {
   }
   if (axes.empty()) return reshape(a, shape);
   return reshape(sum(a, axes, true), shape);
+}
+
+Tensor mean(const Tensor& a, const Shape& axes, bool keepdim) {
+  auto ax = reduce_axes(a, axes, "mean");
+  int64_t count = 1;
+  for (int64_t d : ax) count *= a.shape()[size_t(d)];
+  Tensor out = empty(reduced_shape(a.shape(), ax, keepdim), a.dtype());
+  ENG_DISPATCH(a.dtype(), T, reduce_kernel<T, double>(
+                                 a, ax, out.data<T>(), 0.0, [](double acc, T x) { return acc + double(x); },
+                                 [](double acc, int64_t n) { return acc / double(n); }));
+  return record(out, "mean", {a},
+                [in = a.shape(), kept = reduced_shape(a.shape(), ax, true), count](const Tensor& g) {
+                  return std::vector<Tensor>{expand(reshape(mul_scalar(g, 1.0 / double(count)), kept), in)};
+                });
+}
+
+namespace {
+
+void check_nonempty(const Tensor& a, const std::vector<int64_t>& axes, const char* op) {
+  for (int64_t d : axes)
+    ENG_CHECK(a.shape()[size_t(d)] > 0, op, ": cannot reduce over axis ", d, " of size 0 in shape ", a.shape());
+}
+
+// Whether x replaces the current best: a strictly better value, or a NaN (which then stays).
+template <bool IsMax, class T>
+bool beats(T x, T best) {
+  if (std::isnan(best)) return false;
+  return std::isnan(x) || (IsMax ? x > best : x < best);
+}
+
+template <bool IsMax>
+Tensor extremum(const Tensor& a, const Shape& axes, bool keepdim, const char* op) {
+  if (!is_floating(a.dtype())) fail_not_floating(op);
+  auto ax = reduce_axes(a, axes, op);
+  check_nonempty(a, ax, op);
+  Shape kept = reduced_shape(a.shape(), ax, true);
+  Tensor out = empty(reduced_shape(a.shape(), ax, keepdim), a.dtype());
+  ENG_DISPATCH(a.dtype(), T, {
+    const T init = IsMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+    reduce_kernel<T, T>(
+        a, ax, out.data<T>(), init, [](T best, T x) { return beats<IsMax>(x, best) ? x : best; },
+        [](T best, int64_t) { return best; });
+  });
+  return record(out, op, {a}, [a = a.detach(), m = out.detach(), kept, ax, op](const Tensor& g) {
+    // Every element equal to the result (NaN matching NaN) gets an equal share of g.
+    Tensor hit = map_binary(a, reshape(m, kept), op, [](auto x, auto y) {
+      return decltype(x)(x == y || (std::isnan(x) && std::isnan(y)) ? 1 : 0);
+    });
+    Tensor share = div(reshape(g, kept), sum(hit, ax, true));
+    return std::vector<Tensor>{mul(hit, share)};
+  });
+}
+
+}  // namespace
+
+Tensor max(const Tensor& a, const Shape& axes, bool keepdim) { return extremum<true>(a, axes, keepdim, "max"); }
+Tensor min(const Tensor& a, const Shape& axes, bool keepdim) { return extremum<false>(a, axes, keepdim, "min"); }
+
+Tensor argmax(const Tensor& a, int64_t axis, bool keepdim) {
+  const int64_t d = wrap_axis(axis, a.dim(), "argmax");
+  check_nonempty(a, {d}, "argmax");
+  const int64_t n = a.shape()[size_t(d)], step = a.strides()[size_t(d)];
+  Shape outer = a.shape(), outer_st = a.strides();
+  outer.erase(outer.begin() + d);
+  outer_st.erase(outer_st.begin() + d);
+  std::vector<int64_t> base;
+  base.reserve(size_t(shape_numel(outer)));
+  for_each_offset<1>(outer, {outer_st.data()}, {a.offset()}, [&](auto o) { base.push_back(o[0]); });
+  Tensor out = empty(reduced_shape(a.shape(), {d}, keepdim), DType::I64);
+  int64_t* o = out.data<int64_t>();
+  ENG_DISPATCH_ALL(a.dtype(), T, {
+    const T* x = static_cast<const T*>(a.storage()->data);
+    parallel_for(0, int64_t(base.size()), std::max<int64_t>(1, 16384 / n), [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const T* p = x + base[size_t(i)];
+        int64_t best = 0;
+        for (int64_t k = 1; k < n; ++k)
+          if (beats<true>(p[k * step], p[best * step])) best = k;
+        o[i] = best;
+      }
+    });
+  });
+  return out;
 }
 
 }  // namespace eng

@@ -8,4 +8,18 @@ Tensor sum(const Tensor& a, const Shape& axes = {}, bool keepdim = false);
 // Sums a broadcast result back to `shape` (the backward of broadcasting).
 Tensor sum_to(const Tensor& a, const Shape& shape);
 
+// Mean over axes; a reduction over zero elements gives NaN (0 / 0).
+Tensor mean(const Tensor& a, const Shape& axes = {}, bool keepdim = false);
+
+// Largest / smallest element over axes. NaN propagates: a slice holding a NaN reduces to NaN.
+// The gradient goes to the elements equal to the result, split evenly among ties (a slice whose
+// maximum appears 3 times gives each of those elements g / 3), so the gradient is the average of the
+// one-hot subgradients. Reducing over an axis of size 0 is an error.
+Tensor max(const Tensor& a, const Shape& axes = {}, bool keepdim = false);
+Tensor min(const Tensor& a, const Shape& axes = {}, bool keepdim = false);
+
+// Index of the first maximum along `axis`, as an i64 tensor (a NaN counts as the maximum, like max).
+// Not differentiable. An axis of size 0 is an error.
+Tensor argmax(const Tensor& a, int64_t axis, bool keepdim = false);
+
 }  // namespace eng

@@ -107,6 +107,45 @@ static std::vector<std::string>& names_storage() {
   return names;
 }
 
+void check_parameter_gradients(const std::vector<std::pair<std::string, Tensor>>& params,
+                               const std::function<Tensor()>& f, const GradcheckOptions& opt) {
+  for (const auto& named : params) {  // no structured bindings: clang 14 cannot capture them in doctest's macros
+    const std::string& name = named.first;
+    const Tensor& p = named.second;
+    REQUIRE_MESSAGE(p.dtype() == DType::F64, "parameter ", name, " must be f64 (Module::to(DType::F64))");
+    p.zero_grad();
+  }
+  Tensor y = f();
+  REQUIRE(y.requires_grad());
+  collect_ops(y);
+  Tensor w = uniform(y.shape(), 4321, -1, 1);
+  y.backward(w);
+  NoGradGuard no_grad;
+  for (const auto& named : params) {
+    const std::string& name = named.first;
+    const Tensor& p = named.second;
+    Tensor g = p.grad();
+    REQUIRE_MESSAGE(g.defined(), "parameter ", name, " received no gradient");
+    double* d = p.data<double>();
+    auto gv = g.to_vector();
+    for (int64_t i = 0; i < p.numel(); ++i) {
+      double old = d[i];
+      d[i] = old + opt.eps;
+      double up = weighted_sum(f(), w);
+      d[i] = old - opt.eps;
+      double down = weighted_sum(f(), w);
+      d[i] = old;
+      double numeric = (up - down) / (2 * opt.eps);
+      if (!(std::abs(numeric - gv[size_t(i)]) <= opt.atol + opt.rtol * std::abs(numeric))) {
+        std::ostringstream os;
+        os << "parameter " << name << " element " << i << ": analytic " << gv[size_t(i)] << " vs numeric " << numeric;
+        FAIL_CHECK(os.str());
+        return;
+      }
+    }
+  }
+}
+
 bool register_gradcheck(const char* op) {
   names_storage().push_back(op);
   return true;

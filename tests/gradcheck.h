@@ -28,6 +28,11 @@ struct GradcheckOptions {
 void check_gradients(const Fn& f, const std::vector<Tensor>& inputs, const GradcheckOptions& opt = {},
                      const std::vector<Tensor>& constants = {});
 
+// The same check for the parameters of a module (converted to f64 first): f() builds the output from
+// the module's current parameters; each parameter element is perturbed in place.
+void check_parameter_gradients(const std::vector<std::pair<std::string, Tensor>>& params,
+                               const std::function<Tensor()>& f, const GradcheckOptions& opt = {});
+
 // Random f64 tensor with entries in [lo, hi).
 Tensor uniform(const Shape& shape, uint64_t seed, double lo = -1, double hi = 1);
 

@@ -68,7 +68,8 @@ class Attention : public Module {
   virtual std::string name() const = 0;
   virtual Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) = 0;
 
-  // Recurrent form: q, k, v of ONE new position [B, H, 1, D]; the state absorbs k and v, and the result
+  // Recurrent form: q, k, v of ONE new position [B, H, 1, D] at position state.length; the state absorbs
+  // k and v (the caller, not step, then advances state.length), and the result
   // is the output of that position [B, H, 1, Dv], equal to the causal parallel form's row.
   // Variants without one return null from new_state.
   virtual std::unique_ptr<AttentionState> new_state() const { return nullptr; }

@@ -1,0 +1,31 @@
+// The copy task of Katharopoulos et al. 2020 (§4.1.1): a random string of symbols, a separator, and the
+// same string again; a causal model must reproduce the first half. Sequences have up to `max_len` tokens
+// (random length, or always the longest with fixed_length). Targets are the next token on the copied half
+// and ignore_index elsewhere, so loss and accuracy measure the copy only.
+//   tokens: 0 = padding, 1 = separator, 2 .. symbols + 1 = the symbols
+#pragma once
+#include "engine/rng.h"
+#include "engine/tensor.h"
+
+namespace eng {
+
+struct LMBatch {
+  Tensor inputs;   // [B, L] i64
+  Tensor targets;  // [B, L] i64, kIgnore where there is nothing to predict
+};
+
+constexpr int64_t kIgnore = -100;
+
+class CopyTask {
+ public:
+  CopyTask(int64_t max_len, int64_t symbols = 10, bool fixed_length = false);
+  LMBatch sample(int64_t batch, Rng& rng) const;
+  int64_t vocab() const { return symbols_ + 2; }
+  int64_t max_len() const { return max_len_; }
+
+ private:
+  int64_t max_len_, symbols_;
+  bool fixed_;
+};
+
+}  // namespace eng

@@ -1,0 +1,331 @@
+#include "engine/safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <unordered_set>
+
+#include "engine/error.h"
+#include "engine/json.h"
+
+namespace eng {
+
+namespace {
+
+// Same bound as the reference implementation: a header this big is a hostile or broken file.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+bool host_is_little_endian() {
+  uint32_t one = 1;
+  unsigned char first;
+  std::memcpy(&first, &one, 1);
+  return first == 1;
+}
+
+// Tensor bytes are copied to and from the file as they lie in memory, which is only the
+// format's little-endian layout on a little-endian host.
+void check_host(const std::string& path) {
+  ENG_CHECK(host_is_little_endian(), "safetensors: ", path, ": big-endian hosts are not supported");
+}
+
+template <class... Parts>
+[[noreturn]] void fail_file(const std::string& path, Parts&&... parts) {
+  fail("safetensors: ", path, ": ", std::forward<Parts>(parts)...);
+}
+
+// A name as it appears in messages: quoted, with control characters escaped.
+std::string quote(const std::string& s) { return Json(s).dump(); }
+
+bool parse_dtype(const std::string& s, DType& out) {
+  for (DType t : {DType::F32, DType::F64, DType::I64})
+    if (s == safetensors_dtype_name(t)) {
+      out = t;
+      return true;
+    }
+  return false;
+}
+
+// ---- writing ----
+
+// The temporary file of an atomic save: removed unless commit() renamed it over the target.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& target) : target_(target), tmp_(target + ".tmp") {
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) fail_errno("cannot create");
+  }
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(tmp_.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  void write(const void* data, size_t n) {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+      ssize_t k = ::write(fd_, p, n);
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) fail_errno("cannot write");
+      p += k;
+      n -= size_t(k);
+    }
+  }
+
+  // Makes the data durable, then atomically replaces the target with it.
+  void commit() {
+    if (::fsync(fd_) != 0) fail_errno("cannot fsync");
+    int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail_errno("cannot close");
+    if (std::rename(tmp_.c_str(), target_.c_str()) != 0) fail_errno("cannot rename to the target,");
+    committed_ = true;
+    sync_directory();
+  }
+
+ private:
+  [[noreturn]] void fail_errno(const char* what) const {
+    int e = errno;
+    fail("safetensors: ", target_, ": ", what, " ", tmp_, ": ", std::strerror(e));
+  }
+
+  // Persists the rename itself. Best effort: some file systems refuse fsync on a directory, and
+  // the new file is complete either way.
+  void sync_directory() const {
+    size_t slash = target_.rfind('/');
+    std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : target_.substr(0, slash);
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return;
+    (void)::fsync(fd);
+    ::close(fd);
+  }
+
+  std::string target_, tmp_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+// ---- reading ----
+
+struct Entry {
+  std::string name;
+  DType dtype = DType::F32;
+  Shape shape;
+  int64_t begin = 0, end = 0;
+};
+
+class HeaderReader {
+ public:
+  HeaderReader(const std::string& path, int64_t data_size) : path_(path), data_size_(data_size) {}
+
+  template <class... Parts>
+  [[noreturn]] void error(Parts&&... parts) const {
+    fail_file(path_, std::forward<Parts>(parts)...);
+  }
+
+  std::map<std::string, std::string> metadata(const Json& m) const {
+    std::map<std::string, std::string> out;
+    if (m.is_null()) return out;  // the reference implementation accepts null as "no metadata"
+    if (!m.is_object()) error("\"__metadata__\" is ", json_type_name(m.type()), ", not an object");
+    for (const auto& [k, v] : m.as_object()) {
+      if (!v.is_string())
+        error("\"__metadata__\" value of ", quote(k), " is ", json_type_name(v.type()), ", not a string");
+      out[k] = v.as_string();
+    }
+    return out;
+  }
+
+  Entry entry(const std::string& name, const Json& j) const {
+    const std::string t = "tensor " + quote(name) + ": ";
+    if (name.empty()) error("empty tensor name");
+    if (!j.is_object()) error(t, "entry is ", json_type_name(j.type()), ", not an object");
+    for (const auto& [k, v] : j.as_object())
+      if (k != "dtype" && k != "shape" && k != "data_offsets") error(t, "unknown field ", quote(k));
+    const Json* dtype = j.find("dtype");
+    const Json* shape = j.find("shape");
+    const Json* offsets = j.find("data_offsets");
+    if (!dtype) error(t, "missing \"dtype\"");
+    if (!shape) error(t, "missing \"shape\"");
+    if (!offsets) error(t, "missing \"data_offsets\"");
+
+    Entry e;
+    e.name = name;
+    if (!dtype->is_string()) error(t, "\"dtype\" is ", json_type_name(dtype->type()), ", not a string");
+    if (!parse_dtype(dtype->as_string(), e.dtype))
+      error(t, "unsupported dtype ", quote(dtype->as_string()), " (supported: F32, F64, I64)");
+
+    if (!shape->is_array()) error(t, "\"shape\" is ", json_type_name(shape->type()), ", not an array");
+    for (const Json& d : shape->as_array()) {
+      if (!d.is_int()) error(t, "\"shape\" holds ", json_type_name(d.type()), ", not only integers");
+      if (d.as_int() < 0) error(t, "negative dimension ", d.as_int(), " in shape ", shape->dump());
+      e.shape.push_back(d.as_int());
+    }
+    // Every product of dimensions must fit, not only the total (a 0 would hide an overflow that
+    // row-major strides still compute), and so must the byte count.
+    const int64_t elem = int64_t(dtype_size(e.dtype));
+    int64_t product = elem;
+    for (int64_t d : e.shape) {
+      if (d == 0) continue;
+      if (product > INT64_MAX / d) error(t, "shape ", shape->dump(), " is too large");
+      product *= d;
+    }
+    const int64_t nbytes = shape_numel(e.shape) * elem;
+
+    const bool pair = offsets->is_array() && offsets->as_array().size() == 2 &&
+                      offsets->as_array()[0].is_int() && offsets->as_array()[1].is_int();
+    if (!pair) error(t, "\"data_offsets\" must be [begin, end] with two integers, got ", offsets->dump());
+    e.begin = offsets->as_array()[0].as_int();
+    e.end = offsets->as_array()[1].as_int();
+    if (e.begin < 0 || e.end < e.begin) error(t, "data_offsets ", offsets->dump(), " are not 0 <= begin <= end");
+    if (e.end > data_size_)
+      error(t, "data_offsets ", offsets->dump(), " reach past the end of the ", data_size_, "-byte data section");
+    if (e.end - e.begin != nbytes)
+      error(t, "data_offsets ", offsets->dump(), " hold ", e.end - e.begin, " bytes, but ",
+            safetensors_dtype_name(e.dtype), " shape ", shape->dump(), " needs ", nbytes);
+    return e;
+  }
+
+  // The tensors must tile the data section exactly, as the reference implementation requires.
+  void check_layout(std::vector<Entry>& entries) const {
+    std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+      return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+    });
+    int64_t covered = 0;
+    const Entry* prev = nullptr;
+    for (const Entry& e : entries) {
+      if (e.begin < covered)
+        error("tensors ", quote(prev->name), " [", prev->begin, ", ", prev->end, "] and ", quote(e.name), " [",
+              e.begin, ", ", e.end, "] overlap");
+      if (e.begin > covered) error("data bytes [", covered, ", ", e.begin, ") belong to no tensor");
+      covered = e.end;
+      prev = &e;
+    }
+    if (covered != data_size_) error("data bytes [", covered, ", ", data_size_, ") belong to no tensor");
+  }
+
+ private:
+  const std::string& path_;
+  int64_t data_size_;
+};
+
+}  // namespace
+
+const char* safetensors_dtype_name(DType t) { return t == DType::F32 ? "F32" : t == DType::F64 ? "F64" : "I64"; }
+
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  check_host(path);
+  const std::string where = "safetensors: " + path + ": ";
+  Json header = Json::object();
+  if (!metadata.empty()) {
+    Json m = Json::object();
+    for (const auto& [k, v] : metadata) {
+      ENG_CHECK(valid_utf8(k), where, "a metadata key is not valid UTF-8");
+      ENG_CHECK(valid_utf8(v), where, "metadata value of ", quote(k), " is not valid UTF-8");
+      m.set(k, v);
+    }
+    header.set("__metadata__", std::move(m));
+  }
+  std::unordered_set<std::string> names;
+  int64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    ENG_CHECK(!name.empty(), where, "tensor names must not be empty");
+    ENG_CHECK(valid_utf8(name), where, "tensor name is not valid UTF-8");
+    ENG_CHECK(name != "__metadata__", where, "tensor name \"__metadata__\" is reserved");
+    ENG_CHECK(names.insert(name).second, where, "duplicate tensor name ", quote(name));
+    ENG_CHECK(t.defined(), where, "tensor ", quote(name), " is undefined");
+    ENG_CHECK(t.device() == Device::CPU, where, "tensor ", quote(name), " is on ", device_name(t.device()),
+              ", not cpu");
+    const int64_t nbytes = t.numel() * int64_t(dtype_size(t.dtype()));
+    Json entry = Json::object();
+    entry.set("dtype", safetensors_dtype_name(t.dtype()));
+    Json shape = Json::array();
+    for (int64_t d : t.shape()) shape.push_back(d);
+    entry.set("shape", std::move(shape));
+    entry.set("data_offsets", Json::array({offset, offset + nbytes}));
+    header.set(name, std::move(entry));
+    offset += nbytes;
+  }
+
+  std::string text = header.dump();
+  ENG_CHECK(text.size() <= kMaxHeaderBytes, where, "header of ", text.size(), " bytes exceeds the limit of ",
+            kMaxHeaderBytes, " bytes that readers accept");
+  text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned, as the reference pads
+  unsigned char prefix[8];
+  for (int i = 0; i < 8; ++i) prefix[i] = (unsigned char)(uint64_t(text.size()) >> (8 * i));
+
+  TempFile file(path);
+  file.write(prefix, 8);
+  file.write(text.data(), text.size());
+  for (const auto& [name, t] : tensors) {
+    if (t.numel() == 0) continue;
+    Tensor c = t.detach().contiguous();  // logical row-major order, outside any graph
+    file.write(c.raw_data(), size_t(c.numel()) * dtype_size(c.dtype()));
+  }
+  file.commit();
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  check_host(path);
+  auto error = [&](auto&&... parts) { fail_file(path, parts...); };
+  std::ifstream in(path, std::ios::binary);
+  if (!in) error("cannot open: ", std::strerror(errno));
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) error("not a regular file");
+  in.seekg(0, std::ios::end);
+  const std::streamoff file_size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (!in || file_size < 0) error("cannot read (not a regular file?)");
+  if (file_size < 8) error("file is ", file_size, " bytes, shorter than the 8-byte header length");
+
+  unsigned char prefix[8];
+  in.read(reinterpret_cast<char*>(prefix), 8);
+  if (!in) error("cannot read the header length");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | prefix[i];
+  if (n > kMaxHeaderBytes) error("header length ", n, " exceeds the limit of ", kMaxHeaderBytes, " bytes");
+  if (n > uint64_t(file_size - 8))
+    error("header length ", n, " is larger than the ", file_size - 8, " bytes after the length prefix");
+
+  std::string text(size_t(n), '\0');
+  in.read(text.data(), std::streamsize(n));
+  if (!in) error("cannot read the ", n, "-byte header");
+  Json header;
+  try {
+    header = Json::parse(text);
+  } catch (const Error& e) {
+    error("header is not valid JSON: ", e.what());
+  }
+  if (!header.is_object()) error("header is ", json_type_name(header.type()), ", not a JSON object");
+
+  const int64_t data_start = 8 + int64_t(n);
+  HeaderReader reader(path, int64_t(file_size) - data_start);
+  SafetensorsFile out;
+  std::vector<Entry> entries;
+  for (const auto& [key, value] : header.as_object()) {
+    if (key == "__metadata__")
+      out.metadata = reader.metadata(value);
+    else
+      entries.push_back(reader.entry(key, value));
+  }
+  reader.check_layout(entries);
+
+  for (const Entry& e : entries) {
+    Tensor t = empty(e.shape, e.dtype);
+    if (e.end > e.begin) {
+      in.seekg(data_start + e.begin);
+      in.read(static_cast<char*>(t.raw_data()), std::streamsize(e.end - e.begin));
+      if (!in) error("cannot read the data of tensor ", quote(e.name));
+    }
+    out.tensors.emplace_back(e.name, t);
+  }
+  return out;
+}
+
+}  // namespace eng

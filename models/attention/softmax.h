@@ -1,0 +1,41 @@
+// Softmax attention (Vaswani et al. 2017, Eq. 1): out = softmax(q k^T * scale + mask) v, the `softmax` variant.
+//
+// Options: impl = auto | flash | naive. auto and flash run the fused kernel (ops/attention_flash.h: O(N) extra
+// memory, forward and backward); naive materialises the logits (ops/attention_naive.h), the reference.
+// scale = the logit scale, default 1/sqrt(D) with D the head dim of q.
+//
+// Recurrent form: a KV cache. step() writes the new position's k and v at position state.length (the caller
+// advances length afterwards) and attends over positions 0 .. state.length with query_offset = state.length,
+// so causal masking and ALiBi see absolute positions and the result equals that row of the causal parallel
+// form. It is for generation: no gradient flows into the cached keys and values.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "models/attention/attention.h"
+
+namespace eng {
+
+// Keys [B, H, capacity, D] and values [B, H, capacity, Dv]; positions < stored hold data. The capacity
+// doubles when full, so appending N positions copies O(N) positions in all.
+struct KVCacheState : AttentionState {
+  Tensor k, v;
+  int64_t stored = 0;
+  int64_t capacity() const { return k.defined() ? k.size(2) : 0; }
+};
+
+class SoftmaxAttention : public Attention {
+ public:
+  explicit SoftmaxAttention(const AttentionConfig& config);
+  std::string name() const override { return "softmax"; }
+  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
+  std::unique_ptr<AttentionState> new_state() const override;
+  Tensor step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+              const AttentionMask& mask) override;
+
+ private:
+  bool naive_ = false;
+  double scale_ = 0;  // 0: 1/sqrt(D)
+};
+
+}  // namespace eng

@@ -1,0 +1,70 @@
+#include "models/checkpoint.h"
+
+#include <set>
+
+#include "engine/error.h"
+#include "engine/safetensors.h"
+
+namespace eng {
+
+void save_checkpoint(const std::string& path, const Module& model, const Optimizer* optimizer,
+                     const std::map<std::string, std::string>& metadata) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& [name, p] : model.named_parameters()) tensors.emplace_back("model." + name, p.detach());
+  if (optimizer)
+    for (const auto& [name, s] : optimizer->state()) tensors.emplace_back(name, s);
+  std::map<std::string, std::string> meta = metadata;
+  if (optimizer) {
+    meta["optimizer"] = optimizer->name();
+    meta["optimizer_steps"] = std::to_string(optimizer->steps());
+  }
+  save_safetensors(path, tensors, meta);
+}
+
+std::map<std::string, std::string> load_checkpoint(const std::string& path, Module& model, Optimizer* optimizer) {
+  SafetensorsFile f = load_safetensors(path);
+  std::map<std::string, Tensor> by_name(f.tensors.begin(), f.tensors.end());
+  auto params = model.named_parameters();
+  std::set<std::string> expected;
+  for (const auto& [name, p] : params) {
+    expected.insert("model." + name);
+    auto it = by_name.find("model." + name);
+    ENG_CHECK(it != by_name.end(), "checkpoint ", path, ": parameter '", name, "' is missing");
+    ENG_CHECK(it->second.shape() == p.shape(), "checkpoint ", path, ": parameter '", name, "' has shape ",
+              it->second.shape(), ", the model has ", p.shape());
+  }
+  for (const auto& [name, t] : f.tensors)
+    ENG_CHECK(name.rfind("model.", 0) != 0 || expected.count(name), "checkpoint ", path, ": unknown parameter '",
+              name.substr(6), "' (a checkpoint of another model?)");
+  if (optimizer) {
+    auto it = f.metadata.find("optimizer");
+    ENG_CHECK(it != f.metadata.end() && it->second == optimizer->name(), "checkpoint ", path,
+              ": optimizer state is for '", it == f.metadata.end() ? "none" : it->second, "', not '",
+              optimizer->name(), "'");
+    int64_t steps = 0;
+    try {
+      steps = std::stoll(f.metadata.at("optimizer_steps"));
+    } catch (const std::exception&) {
+      fail("checkpoint ", path, ": metadata 'optimizer_steps' is missing or not an integer");
+    }
+    try {
+      optimizer->load_state(f.tensors, steps);
+    } catch (const Error& e) {
+      fail("checkpoint ", path, ": ", e.what());
+    }
+  }
+  for (const auto& [name, p] : params) p.copy_from(by_name.at("model." + name));
+  return f.metadata;
+}
+
+void check_checkpoint_config(const std::string& path, const std::map<std::string, std::string>& metadata,
+                             const std::map<std::string, std::string>& config) {
+  for (const auto& [k, v] : config) {
+    auto it = metadata.find("config." + k);
+    ENG_CHECK(it != metadata.end(), "checkpoint ", path, ": no config key '", k, "' (not a checkpoint of this tool?)");
+    ENG_CHECK(it->second == v, "checkpoint ", path, " is for a different model: ", k, " = ", it->second,
+              " in the checkpoint, ", v, " requested");
+  }
+}
+
+}  // namespace eng

@@ -1,0 +1,23 @@
+// Linear layer y = x Wᵀ + b. W is [out, in] (PyTorch's layout, so checkpoints map one to one).
+// Initialisation as PyTorch's nn.Linear: W, b ~ U(-1/sqrt(in), 1/sqrt(in)).
+#pragma once
+#include "engine/rng.h"
+#include "models/module.h"
+
+namespace eng {
+
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, Rng& rng, bool bias = true);
+  Tensor forward(const Tensor& x) const;  // x [..., in] -> [..., out]
+  int64_t in_features() const { return in_; }
+  int64_t out_features() const { return out_; }
+
+  Tensor weight;  // [out, in]
+  Tensor bias;    // [out], undefined when built without bias
+
+ private:
+  int64_t in_, out_;
+};
+
+}  // namespace eng

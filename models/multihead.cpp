@@ -1,0 +1,108 @@
+#include "models/multihead.h"
+
+#include "engine/error.h"
+#include "ops/rope.h"
+#include "ops/view.h"
+
+namespace eng {
+
+namespace {
+
+AttentionConfig mechanism_config(const MultiHeadConfig& c) {
+  ENG_CHECK(c.heads >= 1 && c.d_model % c.heads == 0, "MultiHeadAttention: d_model ", c.d_model,
+            " is not divisible by heads ", c.heads);
+  AttentionConfig a;
+  a.heads = c.heads;
+  a.head_dim = c.d_model / c.heads;
+  a.max_len = c.max_len;
+  a.causal = c.causal;
+  a.seed = c.seed;
+  a.options = c.options;
+  return a;
+}
+
+}  // namespace
+
+MultiHeadAttention::MultiHeadAttention(const MultiHeadConfig& cfg, Rng& rng)
+    : q_proj(cfg.d_model, cfg.d_model, rng),
+      k_proj(cfg.d_model, cfg.d_model, rng),
+      v_proj(cfg.d_model, cfg.d_model, rng),
+      out_proj(cfg.d_model, cfg.d_model, rng),
+      cfg_(cfg),
+      head_dim_(cfg.d_model / std::max<int64_t>(cfg.heads, 1)),
+      attn_(make_attention(cfg.attention, mechanism_config(cfg))),
+      drop_(cfg.dropout, rng) {
+  ENG_CHECK(cfg.positional != PositionalKind::Rotary || head_dim_ % 2 == 0,
+            "MultiHeadAttention: rotary encoding needs an even head dim, got ", head_dim_);
+  register_module("q_proj", q_proj);
+  register_module("k_proj", k_proj);
+  register_module("v_proj", v_proj);
+  register_module("out_proj", out_proj);
+  register_module("attention", *attn_);
+  register_module("dropout", drop_);
+  if (cfg.positional == PositionalKind::Alibi) alibi_ = alibi_slopes(cfg.heads);
+}
+
+Tensor MultiHeadAttention::split_heads(const Tensor& x) const {
+  ENG_CHECK(x.dim() == 3 && x.size(2) == cfg_.d_model, "MultiHeadAttention: input must be [B, L, ", cfg_.d_model,
+            "], got ", x.shape());
+  return transpose(reshape(x, {x.size(0), x.size(1), cfg_.heads, head_dim_}), 1, 2);
+}
+
+Tensor MultiHeadAttention::merge_heads(const Tensor& x) const {
+  Tensor t = transpose(x, 1, 2);  // [B, L, H, Dh]
+  return reshape(t, {t.size(0), t.size(1), cfg_.d_model});
+}
+
+Tensor MultiHeadAttention::finish(const Tensor& heads_out) const {
+  return drop_.forward(out_proj.forward(merge_heads(heads_out)));
+}
+
+Tensor MultiHeadAttention::forward(const Tensor& x_q, const Tensor& x_kv, AttentionMask mask) const {
+  Tensor q = split_heads(q_proj.forward(x_q));
+  Tensor k = split_heads(k_proj.forward(x_kv));
+  Tensor v = split_heads(v_proj.forward(x_kv));
+  if (cfg_.positional == PositionalKind::Rotary) {
+    q = rope(q, mask.query_offset);
+    k = rope(k, 0);
+  }
+  if (alibi_.defined()) mask.alibi_slopes = alibi_.dtype() == q.dtype() ? alibi_ : alibi_.to(q.dtype());
+  return finish(attn_->forward(q, k, v, mask));
+}
+
+std::unique_ptr<AttentionState> MultiHeadAttention::new_state() const {
+  auto s = attn_->new_state();
+  ENG_CHECK(s != nullptr, "MultiHeadAttention: attention '", attn_->name(), "' has no recurrent form for generation");
+  return s;
+}
+
+Tensor MultiHeadAttention::step(const Tensor& x_t, AttentionState& state) const {
+  ENG_CHECK(x_t.dim() == 3 && x_t.size(1) == 1, "MultiHeadAttention::step: input must be [B, 1, d_model], got ",
+            x_t.shape());
+  Tensor q = split_heads(q_proj.forward(x_t));
+  Tensor k = split_heads(k_proj.forward(x_t));
+  Tensor v = split_heads(v_proj.forward(x_t));
+  if (cfg_.positional == PositionalKind::Rotary) {
+    q = rope(q, state.length);
+    k = rope(k, state.length);
+  }
+  AttentionMask mask;
+  mask.causal = true;
+  mask.query_offset = state.length;
+  if (alibi_.defined()) mask.alibi_slopes = alibi_.dtype() == q.dtype() ? alibi_ : alibi_.to(q.dtype());
+  Tensor o = attn_->step(q, k, v, state, mask);
+  state.length++;  // mechanisms only absorb k and v; the layer owns the position count
+  return finish(o);
+}
+
+KVMemory MultiHeadAttention::project_memory(const Tensor& memory, std::vector<int64_t> key_lengths) const {
+  return KVMemory{split_heads(k_proj.forward(memory)), split_heads(v_proj.forward(memory)), std::move(key_lengths)};
+}
+
+Tensor MultiHeadAttention::attend_memory(const Tensor& x_q, const KVMemory& mem) const {
+  AttentionMask mask;
+  mask.key_lengths = mem.key_lengths;
+  return finish(attn_->forward(split_heads(q_proj.forward(x_q)), mem.k, mem.v, mask));
+}
+
+}  // namespace eng

@@ -1,0 +1,65 @@
+// Multi-head attention layer: Q/K/V/output projections around a pluggable attention mechanism
+// (models/attention/attention.h, chosen by name). Rotary encodings are applied to q and k here and
+// ALiBi slopes handed to the mechanism, both at absolute positions (offset by the cached length when
+// generating). Dropout applies to the layer's output (the mechanisms have no dropout on probabilities).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "models/attention/attention.h"
+#include "models/dropout_layer.h"
+#include "models/linear.h"
+#include "models/positional.h"
+
+namespace eng {
+
+struct MultiHeadConfig {
+  int64_t d_model = 64;
+  int64_t heads = 4;
+  std::string attention = "softmax";
+  AttentionOptions options;
+  int64_t max_len = 0;
+  bool causal = false;
+  double dropout = 0.0;
+  PositionalKind positional = PositionalKind::None;  // only rotary and alibi act here
+  uint64_t seed = 0;
+};
+
+// Projected keys and values of a fixed memory (the encoder output), computed once for cross-attention.
+struct KVMemory {
+  Tensor k, v;  // [B, H, Lm, Dh]
+  std::vector<int64_t> key_lengths;
+};
+
+class MultiHeadAttention : public Module {
+ public:
+  MultiHeadAttention(const MultiHeadConfig& cfg, Rng& rng);
+
+  // x_q [B, Lq, d_model], x_kv [B, Lk, d_model] (self-attention: pass x_q twice). mask.causal, key_lengths,
+  // keep and bias are forwarded to the mechanism; alibi slopes are filled in here.
+  Tensor forward(const Tensor& x_q, const Tensor& x_kv, AttentionMask mask) const;
+
+  // Generation: one new position x_t [B, 1, d_model] of a causal self-attention layer.
+  std::unique_ptr<AttentionState> new_state() const;
+  Tensor step(const Tensor& x_t, AttentionState& state) const;
+
+  // Cross-attention over a fixed memory, for generation without re-projecting it every step.
+  KVMemory project_memory(const Tensor& memory, std::vector<int64_t> key_lengths) const;
+  Tensor attend_memory(const Tensor& x_q, const KVMemory& mem) const;
+
+  const Attention& mechanism() const { return *attn_; }
+
+  Linear q_proj, k_proj, v_proj, out_proj;
+
+ private:
+  Tensor split_heads(const Tensor& x) const;  // [B, L, d] -> [B, H, L, Dh]
+  Tensor merge_heads(const Tensor& x) const;  // [B, H, L, Dh] -> [B, L, d]
+  Tensor finish(const Tensor& heads_out) const;
+  MultiHeadConfig cfg_;
+  int64_t head_dim_;
+  std::unique_ptr<Attention> attn_;
+  Dropout drop_;
+  Tensor alibi_;
+};
+
+}  // namespace eng

@@ -1,0 +1,381 @@
+#include "models/transformer.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "engine/autograd.h"
+#include "engine/error.h"
+#include "ops/binary.h"
+#include "ops/reduce.h"
+#include "ops/view.h"
+
+namespace eng {
+
+// ---- config ----------------------------------------------------------------------------------
+
+void TransformerConfig::validate() const {
+  ENG_CHECK(vocab >= 2, "config: vocab must be >= 2, got ", vocab);
+  ENG_CHECK(d_model >= 1 && heads >= 1, "config: d_model and heads must be >= 1");
+  ENG_CHECK(d_model % heads == 0, "config: d_model ", d_model, " is not divisible by heads ", heads);
+  ENG_CHECK(d_ff >= 1, "config: d_ff must be >= 1, got ", d_ff);
+  ENG_CHECK(encoder_layers >= 0 && decoder_layers >= 0 && encoder_layers + decoder_layers >= 1,
+            "config: need at least one layer (encoder_layers ", encoder_layers, ", decoder_layers ", decoder_layers, ")");
+  ENG_CHECK(max_len >= 1, "config: max_len must be >= 1, got ", max_len);
+  ENG_CHECK(dropout >= 0 && dropout < 1, "config: dropout must be in [0, 1), got ", dropout);
+  ENG_CHECK(positional != PositionalKind::Rotary || (d_model / heads) % 2 == 0,
+            "config: rotary encoding needs an even head dim, got ", d_model / heads);
+}
+
+namespace {
+
+std::string join_options(const AttentionOptions& o) {
+  std::string s;
+  for (const auto& [k, v] : o.items()) s += (s.empty() ? "" : ";") + k + "=" + v;
+  return s;
+}
+
+AttentionOptions split_options(const std::string& s) {
+  AttentionOptions o;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ';')) {
+    if (item.empty()) continue;
+    auto eq = item.find('=');
+    ENG_CHECK(eq != std::string::npos && eq > 0, "config: attention option '", item, "' is not name=value");
+    o.set(item.substr(0, eq), item.substr(eq + 1));
+  }
+  return o;
+}
+
+const char* activation_name(Activation a) {
+  return a == Activation::Relu ? "relu" : a == Activation::Gelu ? "gelu" : "gelu-tanh";
+}
+
+int64_t to_int(const std::string& key, const std::string& v) {
+  size_t pos = 0;
+  int64_t r = 0;
+  try {
+    r = std::stoll(v, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  ENG_CHECK(pos == v.size() && pos > 0, "config: ", key, " must be an integer, got '", v, "'");
+  return r;
+}
+
+double to_double(const std::string& key, const std::string& v) {
+  size_t pos = 0;
+  double r = 0;
+  try {
+    r = std::stod(v, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  ENG_CHECK(pos == v.size() && pos > 0, "config: ", key, " must be a number, got '", v, "'");
+  return r;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> TransformerConfig::to_map() const {
+  std::ostringstream dp;
+  dp.precision(17);
+  dp << dropout;
+  return {{"vocab", std::to_string(vocab)},
+          {"d_model", std::to_string(d_model)},
+          {"heads", std::to_string(heads)},
+          {"d_ff", std::to_string(d_ff)},
+          {"encoder_layers", std::to_string(encoder_layers)},
+          {"decoder_layers", std::to_string(decoder_layers)},
+          {"max_len", std::to_string(max_len)},
+          {"dropout", dp.str()},
+          {"attention", attention},
+          {"attention_options", join_options(attention_options)},
+          {"cross_attention", cross_attention},
+          {"norm", pre_norm ? "pre" : "post"},
+          {"norm_type", rms_norm ? "rms" : "layer"},
+          {"positional", positional_name(positional)},
+          {"activation", activation_name(activation)},
+          {"seed", std::to_string(seed)}};
+}
+
+TransformerConfig TransformerConfig::from_map(const std::map<std::string, std::string>& m) {
+  TransformerConfig c;
+  for (const auto& [k, v] : m) {
+    if (k == "vocab") c.vocab = to_int(k, v);
+    else if (k == "d_model") c.d_model = to_int(k, v);
+    else if (k == "heads") c.heads = to_int(k, v);
+    else if (k == "d_ff") c.d_ff = to_int(k, v);
+    else if (k == "encoder_layers") c.encoder_layers = to_int(k, v);
+    else if (k == "decoder_layers") c.decoder_layers = to_int(k, v);
+    else if (k == "max_len") c.max_len = to_int(k, v);
+    else if (k == "dropout") c.dropout = to_double(k, v);
+    else if (k == "attention") c.attention = v;
+    else if (k == "attention_options") c.attention_options = split_options(v);
+    else if (k == "cross_attention") c.cross_attention = v;
+    else if (k == "norm") {
+      ENG_CHECK(v == "pre" || v == "post", "config: norm must be pre or post, got '", v, "'");
+      c.pre_norm = v == "pre";
+    } else if (k == "norm_type") {
+      ENG_CHECK(v == "layer" || v == "rms", "config: norm_type must be layer or rms, got '", v, "'");
+      c.rms_norm = v == "rms";
+    } else if (k == "positional") c.positional = parse_positional(v);
+    else if (k == "activation") c.activation = parse_activation(v);
+    else if (k == "seed") c.seed = uint64_t(to_int(k, v));
+    else fail("config: unknown key '", k, "'");
+  }
+  c.validate();
+  return c;
+}
+
+// ---- layers ----------------------------------------------------------------------------------
+
+Norm::Norm(int64_t dim, bool rms) {
+  if (rms) {
+    rms_ = std::make_unique<RMSNorm>(dim);
+    register_module("rms", *rms_);
+  } else {
+    ln_ = std::make_unique<LayerNorm>(dim);
+    register_module("ln", *ln_);
+  }
+}
+
+Tensor Norm::forward(const Tensor& x) const { return rms_ ? rms_->forward(x) : ln_->forward(x); }
+
+namespace {
+
+MultiHeadConfig attention_config(const TransformerConfig& c, const std::string& attention, bool causal,
+                                 bool positional) {
+  MultiHeadConfig m;
+  m.d_model = c.d_model;
+  m.heads = c.heads;
+  m.attention = attention;
+  m.options = attention == c.attention ? c.attention_options : AttentionOptions();
+  m.max_len = c.max_len;
+  m.causal = causal;
+  m.dropout = c.dropout;
+  m.positional = positional ? c.positional : PositionalKind::None;
+  m.seed = c.seed;
+  return m;
+}
+
+// One residual sub-layer, pre- or post-norm.
+template <class F>
+Tensor residual(const Tensor& x, const Norm& norm, bool pre_norm, const Dropout& drop, F sublayer) {
+  if (pre_norm) return add(x, drop.forward(sublayer(norm.forward(x))));
+  return norm.forward(add(x, drop.forward(sublayer(x))));
+}
+
+}  // namespace
+
+EncoderLayer::EncoderLayer(const TransformerConfig& c, bool causal, const std::string& attention, Rng& rng)
+    : self_attn(attention_config(c, attention, causal, true), rng),
+      ffn(c.d_model, c.d_ff, c.activation, c.dropout, rng),
+      norm1(c.d_model, c.rms_norm),
+      norm2(c.d_model, c.rms_norm),
+      pre_norm_(c.pre_norm),
+      drop_(c.dropout, rng) {
+  register_module("self_attn", self_attn);
+  register_module("ffn", ffn);
+  register_module("norm1", norm1);
+  register_module("norm2", norm2);
+  register_module("dropout", drop_);
+}
+
+Tensor EncoderLayer::forward(const Tensor& x, const AttentionMask& mask) const {
+  Tensor h = residual(x, norm1, pre_norm_, drop_, [&](const Tensor& t) { return self_attn.forward(t, t, mask); });
+  return residual(h, norm2, pre_norm_, drop_, [&](const Tensor& t) { return ffn.forward(t); });
+}
+
+Tensor EncoderLayer::step(const Tensor& x_t, AttentionState& state) const {
+  Tensor h = residual(x_t, norm1, pre_norm_, drop_, [&](const Tensor& t) { return self_attn.step(t, state); });
+  return residual(h, norm2, pre_norm_, drop_, [&](const Tensor& t) { return ffn.forward(t); });
+}
+
+DecoderLayer::DecoderLayer(const TransformerConfig& c, Rng& rng)
+    : self_attn(attention_config(c, c.attention, true, true), rng),
+      cross_attn(attention_config(c, c.cross_attention, false, false), rng),
+      ffn(c.d_model, c.d_ff, c.activation, c.dropout, rng),
+      norm1(c.d_model, c.rms_norm),
+      norm2(c.d_model, c.rms_norm),
+      norm3(c.d_model, c.rms_norm),
+      pre_norm_(c.pre_norm),
+      drop_(c.dropout, rng) {
+  register_module("self_attn", self_attn);
+  register_module("cross_attn", cross_attn);
+  register_module("ffn", ffn);
+  register_module("norm1", norm1);
+  register_module("norm2", norm2);
+  register_module("norm3", norm3);
+  register_module("dropout", drop_);
+}
+
+Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const AttentionMask& self_mask,
+                             const std::vector<int64_t>& memory_lengths) const {
+  AttentionMask cross;
+  cross.key_lengths = memory_lengths;
+  Tensor h = residual(x, norm1, pre_norm_, drop_, [&](const Tensor& t) { return self_attn.forward(t, t, self_mask); });
+  h = residual(h, norm2, pre_norm_, drop_, [&](const Tensor& t) { return cross_attn.forward(t, memory, cross); });
+  return residual(h, norm3, pre_norm_, drop_, [&](const Tensor& t) { return ffn.forward(t); });
+}
+
+Tensor DecoderLayer::step(const Tensor& x_t, AttentionState& state, const KVMemory& memory) const {
+  Tensor h = residual(x_t, norm1, pre_norm_, drop_, [&](const Tensor& t) { return self_attn.step(t, state); });
+  h = residual(h, norm2, pre_norm_, drop_, [&](const Tensor& t) { return cross_attn.attend_memory(t, memory); });
+  return residual(h, norm3, pre_norm_, drop_, [&](const Tensor& t) { return ffn.forward(t); });
+}
+
+TokenEmbedding::TokenEmbedding(const TransformerConfig& c, Rng& rng)
+    : tokens(c.vocab, c.d_model, rng, 1.0 / std::sqrt(double(c.d_model))), cfg_(c), drop_(c.dropout, rng) {
+  register_module("tokens", tokens);
+  if (c.positional == PositionalKind::Learned) {
+    learned_ = std::make_unique<LearnedPositional>(c.max_len, c.d_model, rng);
+    register_module("positions", *learned_);
+  }
+  register_module("dropout", drop_);
+}
+
+Tensor TokenEmbedding::forward(const Tensor& ids, int64_t offset) const {
+  ENG_CHECK(ids.dim() == 2 && ids.dtype() == DType::I64, "embedding: ids must be i64 [B, L], got ",
+            dtype_name(ids.dtype()), " ", ids.shape());
+  const int64_t L = ids.size(1);
+  ENG_CHECK(offset + L <= cfg_.max_len, "embedding: positions up to ", offset + L, " exceed max_len ", cfg_.max_len);
+  Tensor x = mul_scalar(tokens.forward(ids), std::sqrt(double(cfg_.d_model)));
+  if (cfg_.positional == PositionalKind::Sinusoidal)
+    x = add(x, sinusoidal_table(L, cfg_.d_model, offset, x.dtype()));
+  else if (learned_)
+    x = add(x, learned_->forward(L, offset));
+  return drop_.forward(x);
+}
+
+// ---- models ----------------------------------------------------------------------------------
+
+namespace {
+
+std::unique_ptr<Norm> final_norm_for(const TransformerConfig& c) {
+  return c.pre_norm ? std::make_unique<Norm>(c.d_model, c.rms_norm) : nullptr;
+}
+
+const TransformerConfig& validated(const TransformerConfig& c) {
+  c.validate();
+  return c;
+}
+
+}  // namespace
+
+LanguageModel::LanguageModel(const TransformerConfig& c, bool causal)
+    : cfg_(validated(c)), rng_(c.seed), causal_(causal), embed(c, rng_), final_norm(final_norm_for(c)),
+      head(c.d_model, c.vocab, rng_) {
+  register_module("embed", embed);
+  const int64_t n = std::max(c.decoder_layers, c.encoder_layers);
+  for (int64_t i = 0; i < n; ++i) {
+    layers.push_back(std::make_unique<EncoderLayer>(c, causal, c.attention, rng_));
+    register_module("layers" + std::to_string(i), *layers.back());
+  }
+  if (final_norm) register_module("final_norm", *final_norm);
+  register_module("head", head);
+}
+
+Tensor LanguageModel::forward(const Tensor& ids, const std::vector<int64_t>& lengths) const {
+  AttentionMask mask;
+  mask.causal = causal_;
+  mask.key_lengths = lengths;
+  Tensor x = embed.forward(ids);
+  for (const auto& layer : layers) x = layer->forward(x, mask);
+  if (final_norm) x = final_norm->forward(x);
+  return head.forward(x);
+}
+
+LanguageModel::State LanguageModel::new_state() const {
+  ENG_CHECK(causal_, "LanguageModel: generation needs a causal model");
+  State s;
+  for (const auto& layer : layers) s.layers.push_back(layer->new_state());
+  return s;
+}
+
+Tensor LanguageModel::step(const Tensor& ids_t, State& state) const {
+  ENG_CHECK(ids_t.dim() == 1, "LanguageModel::step: ids must be [B], got ", ids_t.shape());
+  Tensor x = embed.forward(reshape(ids_t, {ids_t.size(0), 1}), state.length);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    x = layers[i]->step(x, *state.layers[i]);
+  }
+  state.length++;
+  if (final_norm) x = final_norm->forward(x);
+  return reshape(head.forward(x), {ids_t.size(0), cfg_.vocab});
+}
+
+EncoderDecoder::EncoderDecoder(const TransformerConfig& c)
+    : cfg_(validated(c)), rng_(c.seed), src_embed(c, rng_), tgt_embed(c, rng_), head(c.d_model, c.vocab, rng_) {
+  ENG_CHECK(c.encoder_layers >= 1 && c.decoder_layers >= 1, "EncoderDecoder: needs encoder_layers >= 1 and "
+            "decoder_layers >= 1, got ", c.encoder_layers, " and ", c.decoder_layers);
+  register_module("src_embed", src_embed);
+  register_module("tgt_embed", tgt_embed);
+  for (int64_t i = 0; i < c.encoder_layers; ++i) {
+    encoder_layers.push_back(std::make_unique<EncoderLayer>(c, false, c.attention, rng_));
+    register_module("encoder" + std::to_string(i), *encoder_layers.back());
+  }
+  for (int64_t i = 0; i < c.decoder_layers; ++i) {
+    decoder_layers.push_back(std::make_unique<DecoderLayer>(c, rng_));
+    register_module("decoder" + std::to_string(i), *decoder_layers.back());
+  }
+  encoder_norm = final_norm_for(c);
+  decoder_norm = final_norm_for(c);
+  if (encoder_norm) register_module("encoder_norm", *encoder_norm);
+  if (decoder_norm) register_module("decoder_norm", *decoder_norm);
+  register_module("head", head);
+}
+
+Tensor EncoderDecoder::encode(const Tensor& src, const std::vector<int64_t>& src_lengths) const {
+  AttentionMask mask;
+  mask.key_lengths = src_lengths;
+  Tensor x = src_embed.forward(src);
+  for (const auto& layer : encoder_layers) x = layer->forward(x, mask);
+  return encoder_norm ? encoder_norm->forward(x) : x;
+}
+
+Tensor EncoderDecoder::decode(const Tensor& tgt_in, const Tensor& memory,
+                              const std::vector<int64_t>& src_lengths) const {
+  AttentionMask self_mask;
+  self_mask.causal = true;
+  Tensor x = tgt_embed.forward(tgt_in);
+  for (const auto& layer : decoder_layers) x = layer->forward(x, memory, self_mask, src_lengths);
+  if (decoder_norm) x = decoder_norm->forward(x);
+  return head.forward(x);
+}
+
+Tensor EncoderDecoder::forward(const Tensor& src, const Tensor& tgt_in, const std::vector<int64_t>& src_lengths) const {
+  return decode(tgt_in, encode(src, src_lengths), src_lengths);
+}
+
+Tensor EncoderDecoder::greedy_decode(const Tensor& src, int64_t bos, int64_t steps,
+                                     const std::vector<int64_t>& src_lengths) {
+  NoGradGuard no_grad;
+  const int64_t B = src.size(0);
+  Tensor memory = encode(src, src_lengths);
+  std::vector<KVMemory> mems;
+  std::vector<std::unique_ptr<AttentionState>> states;
+  for (const auto& layer : decoder_layers) {
+    mems.push_back(layer->cross_attn.project_memory(memory, src_lengths));
+    states.push_back(layer->new_state());
+  }
+  Tensor out = zeros({B, steps}, DType::I64);
+  Tensor cur = full({B, 1}, double(bos), DType::I64);
+  for (int64_t t = 0; t < steps; ++t) {
+    Tensor x = tgt_embed.forward(cur, t);
+    for (size_t i = 0; i < decoder_layers.size(); ++i) {
+      x = decoder_layers[i]->step(x, *states[i], mems[i]);
+    }
+    if (decoder_norm) x = decoder_norm->forward(x);
+    Tensor logits = head.forward(x);  // [B, 1, vocab]
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t best = 0;
+      for (int64_t v = 1; v < cfg_.vocab; ++v)
+        if (logits.at({b, 0, v}) > logits.at({b, 0, best})) best = v;
+      out.set_at({b, t}, double(best));
+      cur.set_at({b, 0}, double(best));
+    }
+  }
+  return out;
+}
+
+}  // namespace eng

@@ -1,0 +1,161 @@
+// Transformer blocks and whole models, built from one config.
+//
+//   post-norm (Vaswani et al. 2017):  x = norm(x + sublayer(x))
+//   pre-norm  (Xiong et al. 2020):    x = x + sublayer(norm(x)),  and a final norm after the stack
+//
+// Initialisation: Linear layers as PyTorch's nn.Linear (U(±1/sqrt(fan_in))), norms weight 1 / bias 0,
+// token embeddings N(0, 1/d_model) multiplied by sqrt(d_model) in the forward (Vaswani §3.4, so the
+// input has unit scale like the sinusoidal table), learned positions N(0, 0.02). One generator per
+// model draws the initial weights and then the dropout masks; checkpoints save its position.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/embedding.h"
+#include "models/feed_forward.h"
+#include "models/multihead.h"
+#include "models/norm_layers.h"
+#include "models/positional.h"
+
+namespace eng {
+
+struct TransformerConfig {
+  int64_t vocab = 16;        // token vocabulary (shared by source and target)
+  int64_t d_model = 64;
+  int64_t heads = 4;
+  int64_t d_ff = 256;
+  int64_t encoder_layers = 0;  // 0: decoder-only model
+  int64_t decoder_layers = 2;  // 0 with encoder_layers > 0: encoder-only model
+  int64_t max_len = 512;
+  double dropout = 0.0;
+  std::string attention = "softmax";       // the decoder's (or encoder-only model's) self-attention
+  AttentionOptions attention_options;
+  std::string cross_attention = "softmax";  // the decoder's attention over the encoder output
+  bool pre_norm = true;
+  bool rms_norm = false;
+  PositionalKind positional = PositionalKind::Sinusoidal;
+  Activation activation = Activation::Gelu;
+  uint64_t seed = 1;
+
+  // Throws naming the first field that cannot be built (e.g. d_model not divisible by heads).
+  void validate() const;
+  // key=value pairs (checkpoint metadata), and back; unknown keys or bad values are errors.
+  std::map<std::string, std::string> to_map() const;
+  static TransformerConfig from_map(const std::map<std::string, std::string>& m);
+};
+
+// LayerNorm or RMSNorm, as the config says.
+class Norm : public Module {
+ public:
+  Norm(int64_t dim, bool rms);
+  Tensor forward(const Tensor& x) const;
+
+ private:
+  std::unique_ptr<LayerNorm> ln_;
+  std::unique_ptr<RMSNorm> rms_;
+};
+
+class EncoderLayer : public Module {
+ public:
+  EncoderLayer(const TransformerConfig& c, bool causal, const std::string& attention, Rng& rng);
+  Tensor forward(const Tensor& x, const AttentionMask& mask) const;
+  std::unique_ptr<AttentionState> new_state() const { return self_attn.new_state(); }
+  Tensor step(const Tensor& x_t, AttentionState& state) const;
+
+  MultiHeadAttention self_attn;
+  FeedForward ffn;
+  Norm norm1, norm2;
+
+ private:
+  bool pre_norm_;
+  Dropout drop_;
+};
+
+class DecoderLayer : public Module {
+ public:
+  DecoderLayer(const TransformerConfig& c, Rng& rng);
+  Tensor forward(const Tensor& x, const Tensor& memory, const AttentionMask& self_mask,
+                 const std::vector<int64_t>& memory_lengths) const;
+  std::unique_ptr<AttentionState> new_state() const { return self_attn.new_state(); }
+  Tensor step(const Tensor& x_t, AttentionState& state, const KVMemory& memory) const;
+
+  MultiHeadAttention self_attn, cross_attn;
+  FeedForward ffn;
+  Norm norm1, norm2, norm3;
+
+ private:
+  bool pre_norm_;
+  Dropout drop_;
+};
+
+// Token + position embedding at the input of a stack.
+class TokenEmbedding : public Module {
+ public:
+  TokenEmbedding(const TransformerConfig& c, Rng& rng);
+  Tensor forward(const Tensor& ids, int64_t offset = 0) const;  // ids [B, L] -> [B, L, d_model]
+
+  Embedding tokens;
+
+ private:
+  TransformerConfig cfg_;
+  std::unique_ptr<LearnedPositional> learned_;
+  Dropout drop_;
+};
+
+// Decoder-only language model (causal), or encoder-only (bidirectional) when built with causal = false.
+class LanguageModel : public Module {
+  TransformerConfig cfg_;  // declared first: the layers below are built from them
+  Rng rng_;
+  bool causal_;
+
+ public:
+  explicit LanguageModel(const TransformerConfig& c, bool causal = true);
+  // ids [B, L] -> logits [B, L, vocab]
+  Tensor forward(const Tensor& ids, const std::vector<int64_t>& lengths = {}) const;
+
+  // Generation with the recurrent form of each layer: one token per call, constant work per token for
+  // variants whose state is fixed-size, a growing KV cache for softmax.
+  struct State {
+    std::vector<std::unique_ptr<AttentionState>> layers;
+    int64_t length = 0;
+  };
+  State new_state() const;
+  Tensor step(const Tensor& ids_t, State& state) const;  // ids_t [B] -> logits [B, vocab]
+
+  const TransformerConfig& config() const { return cfg_; }
+  Rng& rng() { return rng_; }
+
+  TokenEmbedding embed;
+  std::vector<std::unique_ptr<EncoderLayer>> layers;
+  std::unique_ptr<Norm> final_norm;
+  Linear head;
+};
+
+// Encoder-decoder (seq2seq): bidirectional encoder over the source, causal decoder with cross-attention.
+class EncoderDecoder : public Module {
+  TransformerConfig cfg_;
+  Rng rng_;
+
+ public:
+  explicit EncoderDecoder(const TransformerConfig& c);
+  Tensor encode(const Tensor& src, const std::vector<int64_t>& src_lengths = {}) const;  // [B, Ls, d]
+  // Teacher-forced decoder logits [B, Lt, vocab].
+  Tensor decode(const Tensor& tgt_in, const Tensor& memory, const std::vector<int64_t>& src_lengths = {}) const;
+  Tensor forward(const Tensor& src, const Tensor& tgt_in, const std::vector<int64_t>& src_lengths = {}) const;
+
+  // Greedy decoding with the decoder's recurrent form: starts from `bos`, returns [B, steps] token ids.
+  Tensor greedy_decode(const Tensor& src, int64_t bos, int64_t steps, const std::vector<int64_t>& src_lengths = {});
+
+  const TransformerConfig& config() const { return cfg_; }
+  Rng& rng() { return rng_; }
+
+  TokenEmbedding src_embed, tgt_embed;
+  std::vector<std::unique_ptr<EncoderLayer>> encoder_layers;
+  std::vector<std::unique_ptr<DecoderLayer>> decoder_layers;
+  std::unique_ptr<Norm> encoder_norm, decoder_norm;
+  Linear head;
+};
+
+}  // namespace eng

@@ -1,0 +1,142 @@
+#include "ops/activation.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/autograd.h"
+#include "ops/kernel_util.h"
+
+namespace eng {
+
+ENG_REGISTER_OP("relu");
+ENG_REGISTER_OP("gelu_erf");
+ENG_REGISTER_OP("gelu_tanh");
+ENG_REGISTER_OP("elu");
+ENG_REGISTER_OP("sigmoid");
+ENG_REGISTER_OP("tanh");
+ENG_REGISTER_OP("softplus");
+ENG_REGISTER_OP("silu");
+
+namespace {
+
+// map_unary with the dtype checked first, so that an i64 input is reported under the op's name.
+template <class F>
+Tensor map_floating(const Tensor& a, const char* op, F f) {
+  if (!is_floating(a.dtype())) fail_not_floating(op);
+  return map_unary(a, f);
+}
+
+// 1 / (1 + exp(-x)) without overflow: exp is only ever taken of a non-positive number.
+template <class T>
+T stable_sigmoid(T x) {
+  if (x >= 0) return 1 / (1 + std::exp(-x));
+  T e = std::exp(x);
+  return e / (1 + e);
+}
+
+constexpr double kSqrt1_2 = 0.70710678118654752440;      // 1 / sqrt(2)
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1 / sqrt(2 pi)
+constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2 / pi)
+constexpr double kGeluCubic = 0.044715;
+
+}  // namespace
+
+Tensor relu(const Tensor& x) {
+  Tensor out = map_floating(x, "relu", [](auto v) { return v < 0 ? decltype(v)(0) : v; });  // NaN stays NaN
+  // y > 0 exactly where x > 0, so the output serves as the mask
+  return record(out, "relu", {x}, [y = out.detach()](const Tensor& g) {
+    return std::vector<Tensor>{
+        map_binary(g, y, "relu", [](auto gi, auto yi) { return yi > 0 ? gi : decltype(gi)(0); })};
+  });
+}
+
+Tensor gelu(const Tensor& x, GeluForm form) {
+  if (form == GeluForm::Erf) {
+    Tensor out = map_floating(x, "gelu_erf", [](auto v) {
+      using T = decltype(v);
+      return T(0.5) * v * (1 + std::erf(v * T(kSqrt1_2)));
+    });
+    // d/dx = Phi(x) + x phi(x), with Phi the normal CDF and phi its density
+    return record(out, "gelu_erf", {x}, [x = x.detach()](const Tensor& g) {
+      return std::vector<Tensor>{map_binary(g, x, "gelu_erf", [](auto gi, auto v) {
+        using T = decltype(v);
+        T cdf = T(0.5) * (1 + std::erf(v * T(kSqrt1_2)));
+        T pdf = T(kInvSqrt2Pi) * std::exp(T(-0.5) * v * v);
+        return gi * (cdf + v * pdf);
+      })};
+    });
+  }
+  Tensor out = map_floating(x, "gelu_tanh", [](auto v) {
+    using T = decltype(v);
+    return T(0.5) * v * (1 + std::tanh(T(kSqrt2OverPi) * (v + T(kGeluCubic) * v * v * v)));
+  });
+  // with u = k (x + c x^3), t = tanh(u): d/dx = (1 + t) / 2 + x (1 - t^2) k (1 + 3 c x^2) / 2
+  return record(out, "gelu_tanh", {x}, [x = x.detach()](const Tensor& g) {
+    return std::vector<Tensor>{map_binary(g, x, "gelu_tanh", [](auto gi, auto v) {
+      using T = decltype(v);
+      T t = std::tanh(T(kSqrt2OverPi) * (v + T(kGeluCubic) * v * v * v));
+      T du = T(kSqrt2OverPi) * (1 + 3 * T(kGeluCubic) * v * v);
+      return gi * T(0.5) * ((1 + t) + v * (1 - t * t) * du);
+    })};
+  });
+}
+
+Tensor elu(const Tensor& x, double alpha) {
+  Tensor out = map_floating(x, "elu", [alpha](auto v) {
+    using T = decltype(v);
+    return v > 0 ? v : T(alpha) * std::expm1(v);
+  });
+  // from the input, not the output: the sign of y only matches that of x when alpha > 0
+  return record(out, "elu", {x}, [x = x.detach(), alpha](const Tensor& g) {
+    return std::vector<Tensor>{map_binary(g, x, "elu", [alpha](auto gi, auto v) {
+      using T = decltype(v);
+      return v > 0 ? gi : gi * T(alpha) * std::exp(v);
+    })};
+  });
+}
+
+Tensor sigmoid(const Tensor& x) {
+  Tensor out = map_floating(x, "sigmoid", [](auto v) { return stable_sigmoid(v); });
+  return record(out, "sigmoid", {x}, [y = out.detach()](const Tensor& g) {
+    return std::vector<Tensor>{map_binary(g, y, "sigmoid", [](auto gi, auto yi) { return gi * yi * (1 - yi); })};
+  });
+}
+
+Tensor tanh(const Tensor& x) {
+  Tensor out = map_floating(x, "tanh", [](auto v) { return std::tanh(v); });
+  return record(out, "tanh", {x}, [y = out.detach()](const Tensor& g) {
+    return std::vector<Tensor>{map_binary(g, y, "tanh", [](auto gi, auto yi) { return gi * (1 - yi * yi); })};
+  });
+}
+
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  ENG_CHECK(beta > 0 && std::isfinite(beta), "softplus: beta must be positive and finite, got ", beta,
+            " for input of shape ", x.shape());
+  // log(1 + e^z) = max(z, 0) + log1p(e^-|z|): exp never overflows, even with a huge threshold
+  Tensor out = map_floating(x, "softplus", [beta, threshold](auto v) {
+    using T = decltype(v);
+    T z = T(beta) * v;
+    if (z > threshold) return v;
+    return (std::max(z, T(0)) + std::log1p(std::exp(-std::abs(z)))) / T(beta);
+  });
+  return record(out, "softplus", {x}, [x = x.detach(), beta, threshold](const Tensor& g) {
+    return std::vector<Tensor>{map_binary(g, x, "softplus", [beta, threshold](auto gi, auto v) {
+      using T = decltype(v);
+      T z = T(beta) * v;
+      return z > threshold ? gi : gi * stable_sigmoid(z);
+    })};
+  });
+}
+
+Tensor silu(const Tensor& x) {
+  Tensor out = map_floating(x, "silu", [](auto v) { return v * stable_sigmoid(v); });
+  // d/dx x s(x) = s (1 + x (1 - s))
+  return record(out, "silu", {x}, [x = x.detach()](const Tensor& g) {
+    return std::vector<Tensor>{map_binary(g, x, "silu", [](auto gi, auto v) {
+      auto s = stable_sigmoid(v);
+      return gi * s * (1 + v * (1 - s));
+    })};
+  });
+}
+
+}  // namespace eng

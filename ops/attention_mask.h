@@ -1,0 +1,37 @@
+// The meaning of an AttentionMask, in one place: the checks every attention op runs on it, the rule
+// that decides which keys a query sees, and the dense additive form [B, H, Lq, Lk] (0 or -inf, plus
+// the bias and ALiBi terms) that the naive reference adds to its logits.
+//
+// AttentionMask is declared in models/attention/attention.h, the one header above ops/ that ops/ reads
+// (it depends on engine/ only).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#include "engine/tensor.h"
+#include "models/attention/attention.h"
+
+namespace eng {
+
+// Checks the mask against logits of shape [B, H, Lq, Lk] and element type `dtype`: key_lengths has B
+// entries in [0, Lk]; keep and bias broadcast to [B, H, Lq, Lk] (bias of dtype `dtype`); alibi_slopes
+// is [H]. Slopes are constants: with grad mode on they must not require grad. `op` names the caller.
+void check_attention_mask(const AttentionMask& mask, int64_t B, int64_t H, int64_t Lq, int64_t Lk, DType dtype,
+                          const char* op);
+
+// Query i of batch element b sees keys j < attention_key_end(...) as far as causality and padding go
+// (keep, bias and ALiBi come on top): causal allows j <= i + query_offset, key_lengths[b] allows j < length.
+inline int64_t attention_key_end(const AttentionMask& mask, int64_t b, int64_t i, int64_t Lk) {
+  int64_t end = Lk;
+  if (!mask.key_lengths.empty()) end = std::min(end, mask.key_lengths[size_t(b)]);
+  if (mask.causal) end = std::min(end, i + mask.query_offset + 1);
+  return std::max<int64_t>(end, 0);
+}
+
+// The mask as a dense additive term of shape [B, H, Lq, Lk]: -inf where a key is hidden (causal,
+// padding, keep == 0), else 0 - slope[h] * |i + query_offset - j| (ALiBi), plus mask.bias. Differentiable
+// with respect to mask.bias only (through add); the rest is a constant. Checks the mask as `op`.
+Tensor dense_attention_mask(const AttentionMask& mask, int64_t B, int64_t H, int64_t Lq, int64_t Lk, DType dtype,
+                            const char* op = "dense_attention_mask");
+
+}  // namespace eng

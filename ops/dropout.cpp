@@ -1,0 +1,35 @@
+#include "ops/dropout.h"
+
+#include "engine/autograd.h"
+#include "engine/error.h"
+#include "engine/threadpool.h"
+#include "ops/binary.h"
+#include "ops/kernel_util.h"
+
+namespace eng {
+
+ENG_REGISTER_OP("dropout");
+
+Tensor dropout(const Tensor& x, double p, Rng& rng, bool training) {
+  ENG_CHECK(x.defined(), "dropout: undefined x");
+  ENG_CHECK(p >= 0 && p < 1, "dropout: p must be in [0, 1), got ", p);
+  ENG_CHECK(is_floating(x.dtype()), "dropout: x must be f32 or f64, got ", x.dtype(), " ", x.shape());
+  if (!training || p == 0) return x;
+  // The mask holds 0 or 1 / (1 - p). Element i uses word (start + i) of the stream: Philox is
+  // counter-based, so chunks draw in parallel and still match a serial draw.
+  Tensor mask = empty(x.shape(), x.dtype());
+  const uint64_t seed = rng.seed(), start = rng.position();
+  const double scale = 1.0 / (1.0 - p);
+  ENG_DISPATCH(x.dtype(), T, {
+    T* m = mask.data<T>();
+    parallel_for(0, mask.numel(), kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+      Rng local(seed, start + uint64_t(lo));
+      for (int64_t i = lo; i < hi; ++i) m[i] = local.uniform() >= p ? T(scale) : T(0);
+    });
+  });
+  rng.set_position(start + uint64_t(mask.numel()));
+  Tensor out = map_binary(x, mask, "dropout", [](auto xv, auto mv) { return xv * mv; });
+  return record(out, "dropout", {x}, [mask](const Tensor& g) { return std::vector<Tensor>{mul(g, mask)}; });
+}
+
+}  // namespace eng

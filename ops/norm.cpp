@@ -1,0 +1,144 @@
+#include "ops/norm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "engine/autograd.h"
+#include "engine/error.h"
+#include "engine/threadpool.h"
+#include "ops/kernel_util.h"
+
+namespace eng {
+
+ENG_REGISTER_OP("layer_norm");
+ENG_REGISTER_OP("rms_norm");
+
+// layer_norm and rms_norm share their kernels: rms_norm is layer_norm without centring and without
+// bias, so a null `mean` pointer below means "do not centre" (the row mean is taken as 0).
+namespace {
+
+// Per row r of x [N, C]: mu = mean(x) (or 0), rstd = 1 / sqrt(mean((x - mu)^2) + eps),
+// y = (x - mu) * rstd * w + b. Statistics are accumulated in double and saved for the backward.
+template <class T>
+void norm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t N, int64_t C, double eps) {
+  parallel_for(0, N, std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const T* px = x + r * C;
+      T* py = y + r * C;
+      double mu = 0;
+      if (mean) {
+        for (int64_t c = 0; c < C; ++c) mu += double(px[c]);
+        mu /= double(C);
+      }
+      double var = 0;
+      for (int64_t c = 0; c < C; ++c) var += (double(px[c]) - mu) * (double(px[c]) - mu);
+      const double rs = 1.0 / std::sqrt(var / double(C) + eps);
+      for (int64_t c = 0; c < C; ++c) {
+        T v = T((double(px[c]) - mu) * rs);
+        if (w) v *= w[c];
+        if (b) v += b[c];
+        py[c] = v;
+      }
+      if (mean) mean[r] = T(mu);
+      rstd[r] = T(rs);
+    }
+  });
+}
+
+// With xhat = (x - mu) * rstd and dn = g * w:
+//   dx = rstd * (dn - mean(dn) - xhat * mean(dn * xhat))   (the mean(dn) term only when centring)
+//   dw = sum over rows of g * xhat,  db = sum over rows of g.
+// dx runs in parallel over rows; dw and db in parallel over columns, each summing its rows in order,
+// so the result does not depend on the thread count.
+template <class T>
+void norm_backward(const T* x, const T* w, const T* mean, const T* rstd, const T* g, T* dx, T* dw, T* db, int64_t N,
+                   int64_t C) {
+  auto xhat = [&](int64_t r, int64_t c) { return (x[r * C + c] - (mean ? mean[r] : T(0))) * rstd[r]; };
+  parallel_for(0, N, std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const T* pg = g + r * C;
+      double dn_mean = 0, dn_xhat_mean = 0;
+      for (int64_t c = 0; c < C; ++c) {
+        const double dn = double(pg[c]) * (w ? double(w[c]) : 1.0);
+        dn_mean += dn;
+        dn_xhat_mean += dn * double(xhat(r, c));
+      }
+      dn_mean = mean ? dn_mean / double(C) : 0.0;
+      dn_xhat_mean /= double(C);
+      for (int64_t c = 0; c < C; ++c) {
+        const double dn = double(pg[c]) * (w ? double(w[c]) : 1.0);
+        dx[r * C + c] = T(double(rstd[r]) * (dn - dn_mean - double(xhat(r, c)) * dn_xhat_mean));
+      }
+    }
+  });
+  if (!dw && !db) return;
+  parallel_for(0, C, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)), [&](int64_t lo, int64_t hi) {
+    std::vector<double> sw(size_t(hi - lo), 0.0), sb(size_t(hi - lo), 0.0);
+    for (int64_t r = 0; r < N; ++r)
+      for (int64_t c = lo; c < hi; ++c) {
+        sw[size_t(c - lo)] += double(g[r * C + c]) * double(xhat(r, c));
+        sb[size_t(c - lo)] += double(g[r * C + c]);
+      }
+    for (int64_t c = lo; c < hi; ++c) {
+      if (dw) dw[c] = T(sw[size_t(c - lo)]);
+      if (db) db[c] = T(sb[size_t(c - lo)]);
+    }
+  });
+}
+
+void check_param(const Tensor& x, const Tensor& p, const char* what, const char* op) {
+  if (!p.defined()) return;
+  ENG_CHECK(p.dim() == 1 && p.shape()[0] == x.shape().back(), op, ": ", what, " of shape ", p.shape(),
+            " does not match the last dim of input shape ", x.shape());
+  check_same_dtype(x, p, op);
+}
+
+template <class T>
+T* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
+// layer_norm when `center`, else rms_norm (then `bias` is undefined).
+Tensor norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, bool center, const char* op) {
+  ENG_CHECK(x.dim() >= 1, op, ": input must have at least 1 dim, got shape ", x.shape());
+  if (!is_floating(x.dtype())) fail_not_floating(op);
+  check_param(x, weight, "weight", op);
+  check_param(x, bias, "bias", op);
+  const int64_t C = x.shape().back();
+  const int64_t N = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  Tensor xc = x.detach().contiguous();
+  Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
+  Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
+  Tensor out = empty(x.shape(), x.dtype());
+  Tensor mean = center ? empty({N}, x.dtype()) : Tensor();
+  Tensor rstd = empty({N}, x.dtype());
+  ENG_DISPATCH(x.dtype(), T, norm_forward<T>(xc.data<T>(), data_or_null<T>(w), data_or_null<T>(b), out.data<T>(),
+                                             data_or_null<T>(mean), rstd.data<T>(), N, C, eps));
+  std::vector<Tensor> inputs{x, weight};
+  if (center) inputs.push_back(bias);
+  return record(out, op, inputs, [xc, w, has_bias = b.defined(), mean, rstd, N, C, center](const Tensor& grad) {
+    Tensor g = grad.contiguous();
+    Tensor dx = empty(xc.shape(), xc.dtype());
+    Tensor dw = w.defined() ? empty({C}, xc.dtype()) : Tensor();
+    Tensor db = has_bias ? empty({C}, xc.dtype()) : Tensor();
+    ENG_DISPATCH(xc.dtype(), T,
+                 norm_backward<T>(xc.data<T>(), data_or_null<T>(w), data_or_null<T>(mean), rstd.data<T>(),
+                                  g.data<T>(), dx.data<T>(), data_or_null<T>(dw), data_or_null<T>(db), N, C));
+    std::vector<Tensor> grads{dx, dw};
+    if (center) grads.push_back(db);
+    return grads;
+  });
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  return norm_impl(x, weight, bias, eps, true, "layer_norm");
+}
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  return norm_impl(x, weight, Tensor(), eps, false, "rms_norm");
+}
+
+}  // namespace eng

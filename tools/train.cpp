@@ -1,0 +1,356 @@
+// train: trains a transformer on a task from the command line, with a progress line, a CSV log,
+// periodic evaluation, checkpoints and bit-identical resume. `build/train --help` lists every flag.
+//   build/train copy --layers 4 --heads 8 --d-model 64 --seq-len 128 --optimizer radam --steps 6000
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include "datasets/copy_task.h"
+#include "datasets/seq2seq_tasks.h"
+#include "engine/autograd.h"
+#include "engine/cli.h"
+#include "engine/error.h"
+#include "engine/optim.h"
+#include "engine/progress.h"
+#include "engine/schedule.h"
+#include "engine/threadpool.h"
+#include "models/checkpoint.h"
+#include "models/transformer.h"
+#include "ops/binary.h"
+#include "ops/loss.h"
+#include "ops/reduce.h"
+#include "ops/view.h"
+
+using namespace eng;
+
+namespace {
+
+struct StepResult {
+  Tensor loss;
+  int64_t correct = 0, counted = 0, tokens = 0;
+};
+
+// Token accuracy of argmax(logits) on positions whose target is not ignored.
+void count_correct(const Tensor& logits, const Tensor& targets, StepResult& r) {
+  Tensor pred = argmax(logits.detach(), -1);
+  const int64_t* p = pred.data<int64_t>();
+  const int64_t* t = targets.data<int64_t>();
+  for (int64_t i = 0, n = targets.numel(); i < n; ++i) {
+    if (t[i] == kIgnore) continue;
+    r.counted++;
+    r.correct += p[i] == t[i];
+  }
+}
+
+Tensor token_loss(const Tensor& logits, const Tensor& targets) {
+  return cross_entropy(reshape(logits, {-1, logits.size(-1)}), reshape(targets, {-1}), kIgnore);
+}
+
+// A task and its model behind one interface, so that the loop is the same for both kinds.
+class Job {
+ public:
+  virtual ~Job() = default;
+  virtual Module& model() = 0;
+  virtual Rng& model_rng() = 0;
+  virtual StepResult run(int64_t batch, Rng& data) = 0;
+  // Extra evaluation text (e.g. exact-match of greedy decoding), computed without gradients.
+  virtual std::string eval_extra(int64_t, Rng&) { return ""; }
+};
+
+class CopyJob : public Job {
+ public:
+  CopyJob(const TransformerConfig& c, const CopyTask& task) : task_(task), model_(c, true) {}
+  Module& model() override { return model_; }
+  Rng& model_rng() override { return model_.rng(); }
+  StepResult run(int64_t batch, Rng& data) override {
+    LMBatch b = task_.sample(batch, data);
+    Tensor logits = model_.forward(b.inputs);
+    StepResult r;
+    r.loss = token_loss(logits, b.targets);
+    r.tokens = b.inputs.numel();
+    count_correct(logits, b.targets, r);
+    return r;
+  }
+
+ private:
+  CopyTask task_;
+  LanguageModel model_;
+};
+
+class Seq2SeqJob : public Job {
+ public:
+  Seq2SeqJob(const TransformerConfig& c, const Seq2SeqTask& task) : task_(task), model_(c) {}
+  Module& model() override { return model_; }
+  Rng& model_rng() override { return model_.rng(); }
+  StepResult run(int64_t batch, Rng& data) override {
+    Seq2SeqBatch b = task_.sample(batch, data);
+    Tensor logits = model_.forward(b.src, b.tgt_in, b.src_lengths);
+    StepResult r;
+    r.loss = token_loss(logits, b.tgt_out);
+    r.tokens = b.src.numel() + b.tgt_in.numel();
+    count_correct(logits, b.tgt_out, r);
+    return r;
+  }
+  std::string eval_extra(int64_t batch, Rng& data) override {
+    Seq2SeqBatch b = task_.sample(batch, data);
+    Tensor out = model_.greedy_decode(b.src, Seq2SeqTask::kBegin, b.tgt_out.size(1), b.src_lengths);
+    int64_t exact = 0;
+    for (int64_t i = 0; i < batch; ++i) {
+      bool ok = true;
+      for (int64_t t = 0; t <= b.src_lengths[size_t(i)]; ++t) ok = ok && out.at({i, t}) == b.tgt_out.at({i, t});
+      exact += ok;
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof buf, ", greedy exact match %.1f%%", 100.0 * double(exact) / double(batch));
+    return buf;
+  }
+
+ private:
+  Seq2SeqTask task_;
+  EncoderDecoder model_;
+};
+
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, NamedTensors params, double lr, double wd) {
+  if (name == "sgd") return std::make_unique<SGD>(std::move(params), lr, 0.9, wd);
+  if (name == "adam") return std::make_unique<Adam>(std::move(params), lr, 0.9, 0.999, 1e-8, wd);
+  if (name == "adamw") return std::make_unique<AdamW>(std::move(params), lr, 0.9, 0.999, 1e-8, wd);
+  if (name == "radam") return std::make_unique<RAdam>(std::move(params), lr, 0.9, 0.999, 1e-8, wd);
+  fail("train: --optimizer must be sgd, adam, adamw or radam, got '", name, "'");
+}
+
+struct Eval {
+  double loss = 0, accuracy = 0;
+  std::string extra;
+};
+
+// Evaluation on a fixed set of batches (the same every time: a generator with its own seed).
+Eval evaluate(Job& job, int64_t batches, int64_t batch, uint64_t seed) {
+  NoGradGuard no_grad;
+  job.model().eval();
+  Rng data(seed);
+  Eval e;
+  int64_t correct = 0, counted = 0;
+  for (int64_t i = 0; i < batches; ++i) {
+    StepResult r = job.run(batch, data);
+    e.loss += r.loss.item() / double(batches);
+    correct += r.correct;
+    counted += r.counted;
+  }
+  e.accuracy = counted ? double(correct) / double(counted) : 0;
+  e.extra = job.eval_extra(batch, data);
+  job.model().train();
+  return e;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+int run(int argc, char** argv) {
+  Cli cli("train", "Trains a transformer on a task: copy (decoder-only, the seed paper's 4.1.1 task),\n"
+                   "reverse or sort (encoder-decoder). Usage: train TASK [flags]");
+  auto& task_name = cli.add_string("task", "copy", "copy, reverse or sort (or give it as the first argument)");
+  auto& layers = cli.add_int("layers", 4, "decoder layers (and encoder layers for reverse/sort)");
+  auto& enc_layers = cli.add_int("encoder-layers", 0, "encoder layers for reverse/sort (0: same as --layers)");
+  auto& heads = cli.add_int("heads", 8, "attention heads");
+  auto& d_model = cli.add_int("d-model", 64, "model width");
+  auto& d_ff = cli.add_int("d-ff", 0, "feed-forward width (0: 4 x d-model)");
+  auto& dropout = cli.add_double("dropout", 0.0, "dropout probability");
+  auto& attention = cli.add_string("attention", "softmax", "attention variant (see the list below)");
+  auto& attn_opts = cli.add_list("attn-opt", "a variant option name=value");
+  auto& norm = cli.add_string("norm", "pre", "pre or post layer norm placement");
+  auto& norm_type = cli.add_string("norm-type", "layer", "layer or rms");
+  auto& positional = cli.add_string("positional", "sinusoidal", "none, sinusoidal, learned, rotary or alibi");
+  auto& activation = cli.add_string("activation", "gelu", "relu, gelu or gelu-tanh");
+  auto& seq_len = cli.add_int("seq-len", 128, "longest sequence (copy: both halves and the separator)");
+  auto& symbols = cli.add_int("symbols", 10, "distinct symbols");
+  auto& fixed = cli.add_bool("fixed-length", false, "always use the longest sequence");
+  auto& opt_name = cli.add_string("optimizer", "radam", "sgd (momentum 0.9), adam, adamw or radam");
+  auto& lr = cli.add_double("lr", 1e-3, "learning rate");
+  auto& schedule = cli.add_string("schedule", "step:3000=1e-4",
+                                  "constant | step:S=LR,... | cosine:warmup=W,total=T,min=M");
+  auto& wd = cli.add_double("weight-decay", 0.0, "weight decay");
+  auto& clip = cli.add_double("clip", 1.0, "clip the global gradient norm (0: off)");
+  auto& accum = cli.add_int("accum", 1, "micro-batches accumulated per optimizer step");
+  auto& steps = cli.add_int("steps", 6000, "optimizer steps");
+  auto& batch = cli.add_int("batch", 32, "sequences per micro-batch");
+  auto& seed = cli.add_int("seed", 1, "seed of the model and the data");
+  auto& threads = cli.add_int("threads", 0, "threads (0: ENG_THREADS or all cores)");
+  auto& log_path = cli.add_string("log", "", "CSV log of every logged step");
+  auto& log_every = cli.add_int("log-every", 10, "steps between progress updates and log rows");
+  auto& eval_every = cli.add_int("eval-every", 250, "steps between evaluations (0: only at the end)");
+  auto& eval_batches = cli.add_int("eval-batches", 4, "batches per evaluation");
+  auto& ckpt = cli.add_string("checkpoint", "", "checkpoint file written every --checkpoint-every steps and at the end");
+  auto& ckpt_every = cli.add_int("checkpoint-every", 500, "steps between checkpoints");
+  auto& resume = cli.add_string("resume", "", "checkpoint to resume from (same flags, same threads: identical run)");
+  auto& target = cli.add_double("target-accuracy", 0.0, "stop once evaluation accuracy reaches this (0: off)");
+  std::string variants;
+  for (const auto& [n, d] : attention_variants()) variants += "\n  " + n + ": " + d;
+  if (!cli.parse(argc, argv)) {
+    std::printf("\nattention variants:%s\n", variants.c_str());
+    return 0;
+  }
+  if (!cli.positional().empty()) {
+    ENG_CHECK(cli.positional().size() == 1 && !cli.was_set("task"), "train: one task expected, got extra argument '",
+              cli.positional().back(), "'");
+    task_name = cli.positional()[0];
+  }
+  if (threads > 0) set_num_threads(int(threads));
+  ENG_CHECK(steps >= 1 && batch >= 1 && accum >= 1 && log_every >= 1, "train: --steps, --batch, --accum and "
+            "--log-every must be >= 1");
+
+  TransformerConfig c;
+  c.d_model = d_model;
+  c.heads = heads;
+  c.d_ff = d_ff > 0 ? d_ff : 4 * d_model;
+  c.dropout = dropout;
+  c.attention = attention;
+  for (const std::string& kv : attn_opts) {
+    auto eq = kv.find('=');
+    ENG_CHECK(eq != std::string::npos && eq > 0, "train: --attn-opt expects name=value, got '", kv, "'");
+    c.attention_options.set(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  ENG_CHECK(norm == "pre" || norm == "post", "train: --norm must be pre or post, got '", norm, "'");
+  ENG_CHECK(norm_type == "layer" || norm_type == "rms", "train: --norm-type must be layer or rms, got '", norm_type, "'");
+  c.pre_norm = norm == "pre";
+  c.rms_norm = norm_type == "rms";
+  c.positional = parse_positional(positional);
+  c.activation = parse_activation(activation);
+  c.seed = uint64_t(seed);
+
+  std::unique_ptr<Job> job;
+  if (task_name == "copy") {
+    CopyTask task(seq_len, symbols, fixed);
+    c.vocab = task.vocab();
+    c.decoder_layers = layers;
+    c.encoder_layers = 0;
+    c.max_len = seq_len;
+    job = std::make_unique<CopyJob>(c, task);
+  } else if (task_name == "reverse" || task_name == "sort") {
+    Seq2SeqTask task(task_name == "reverse" ? Seq2SeqTask::Kind::Reverse : Seq2SeqTask::Kind::Sort, seq_len, symbols,
+                     fixed);
+    c.vocab = task.vocab();
+    c.decoder_layers = layers;
+    c.encoder_layers = enc_layers > 0 ? enc_layers : layers;
+    c.max_len = seq_len + 1;
+    job = std::make_unique<Seq2SeqJob>(c, task);
+  } else {
+    fail("train: unknown task '", task_name, "' (copy, reverse or sort)");
+  }
+
+  auto optimizer = make_optimizer(opt_name, job->model().named_parameters(), lr, wd);
+  auto sched = parse_schedule(schedule, lr);
+  std::map<std::string, std::string> config = c.to_map();
+  config["task"] = task_name;
+  config["symbols"] = std::to_string(symbols);
+  config["fixed_length"] = fixed ? "true" : "false";
+
+  Rng data(uint64_t(seed) * 7919 + 17);
+  int64_t start = 0;
+  if (!resume.empty()) {
+    auto meta = load_checkpoint(resume, job->model(), optimizer.get());
+    check_checkpoint_config(resume, meta, config);
+    try {
+      start = std::stoll(meta.at("step"));
+      data.set_position(std::stoull(meta.at("data_rng_position")));
+      job->model_rng().set_position(std::stoull(meta.at("model_rng_position")));
+    } catch (const std::exception&) {
+      fail("train: checkpoint ", resume, ": metadata step / data_rng_position / model_rng_position missing or bad");
+    }
+    std::printf("resumed from %s at step %lld\n", resume.c_str(), (long long)start);
+  }
+  auto save = [&](int64_t step) {
+    if (ckpt.empty()) return;
+    std::map<std::string, std::string> meta;
+    for (const auto& [k, v] : config) meta["config." + k] = v;
+    meta["step"] = std::to_string(step);
+    meta["data_rng_position"] = std::to_string(data.position());
+    meta["model_rng_position"] = std::to_string(job->model_rng().position());
+    save_checkpoint(ckpt, job->model(), optimizer.get(), meta);
+  };
+
+  std::printf("task %s, %lld parameters, attention %s, %s, %d threads\n", task_name.c_str(),
+              (long long)job->model().num_parameters(), attention.c_str(), opt_name.c_str(), num_threads());
+  std::ofstream log;
+  if (!log_path.empty()) {
+    log.open(log_path, start > 0 ? std::ios::app : std::ios::trunc);
+    ENG_CHECK(log.good(), "train: cannot write log file ", log_path);
+    if (start == 0) log << "step,kind,loss,accuracy,lr,tokens_per_s,elapsed_s,grad_norm\n";
+  }
+
+  Progress progress(start, steps);
+  const uint64_t eval_seed = uint64_t(seed) * 104729 + 3;
+  double window_loss = 0, grad_norm = 0;
+  int64_t window_correct = 0, window_counted = 0, window_tokens = 0, window_steps = 0;
+  double window_start = 0;
+  Eval last_eval;
+  int64_t step = start;
+  job->model().train();
+  while (step < steps) {
+    optimizer->set_lr(sched->lr(step));
+    optimizer->zero_grad();
+    for (int64_t m = 0; m < accum; ++m) {
+      StepResult r = job->run(batch, data);
+      Tensor loss = accum > 1 ? mul_scalar(r.loss, 1.0 / double(accum)) : r.loss;
+      loss.backward();
+      window_loss += r.loss.item() / double(accum);
+      window_correct += r.correct;
+      window_counted += r.counted;
+      window_tokens += r.tokens;
+    }
+    if (clip > 0) grad_norm = clip_grad_norm(optimizer->params(), clip);
+    optimizer->step();
+    ++step;
+    ++window_steps;
+    if (step % log_every == 0 || step == steps) {
+      double now = progress.elapsed_seconds();
+      double tps = double(window_tokens) / std::max(now - window_start, 1e-9);
+      double l = window_loss / double(window_steps);
+      double acc = window_counted ? double(window_correct) / double(window_counted) : 0;
+      progress.update(step, "loss " + fmt("%.4f", l) + " | acc " + fmt("%.1f%%", 100 * acc) + " | " +
+                                fmt("%.0f", tps) + " tok/s");
+      if (log.is_open())
+        log << step << ",train," << l << "," << acc << "," << optimizer->lr() << "," << tps << "," << now << ","
+            << grad_norm << "\n";
+      window_loss = 0;
+      window_correct = window_counted = window_tokens = window_steps = 0;
+      window_start = now;
+    }
+    bool last = step == steps;
+    if ((eval_every > 0 && step % eval_every == 0) || last) {
+      last_eval = evaluate(*job, eval_batches, batch, eval_seed);
+      progress.finish();
+      std::printf("eval @ %lld: loss %.4f, accuracy %.2f%%%s\n", (long long)step, last_eval.loss,
+                  100 * last_eval.accuracy, last_eval.extra.c_str());
+      if (log.is_open())
+        log << step << ",eval," << last_eval.loss << "," << last_eval.accuracy << "," << optimizer->lr() << ",,"
+            << progress.elapsed_seconds() << ",\n";
+      if (target > 0 && last_eval.accuracy >= target) {
+        std::printf("reached target accuracy %.2f%% at step %lld\n", 100 * target, (long long)step);
+        save(step);
+        break;
+      }
+    }
+    if (!ckpt.empty() && (step % ckpt_every == 0 || last)) save(step);
+  }
+  progress.finish();
+  std::printf("final: step %lld, eval loss %.4f, accuracy %.2f%%%s, wall %.1f s\n", (long long)step, last_eval.loss,
+              100 * last_eval.accuracy, last_eval.extra.c_str(), progress.elapsed_seconds());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
