@@ -21,7 +21,7 @@
 // q, k, v need contiguous rows (last axis) only; other strides are read in place (a KV cache view is not copied).
 #pragma once
 #include "engine/tensor.h"
-#include "models/attention/attention.h"
+#include "ops/attention_mask.h"
 
 namespace eng {
 

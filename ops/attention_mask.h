@@ -1,17 +1,29 @@
 // The meaning of an AttentionMask, in one place: the checks every attention op runs on it, the rule
 // that decides which keys a query sees, and the dense additive form [B, H, Lq, Lk] (0 or -inf, plus
 // the bias and ALiBi terms) that the naive reference adds to its logits.
-//
-// AttentionMask is declared in models/attention/attention.h, the one header above ops/ that ops/ reads
-// (it depends on engine/ only).
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "engine/tensor.h"
-#include "models/attention/attention.h"
 
 namespace eng {
+
+// Which keys each query may see, for every attention mechanism (models/attention/attention.h).
+struct AttentionMask {
+  bool causal = false;         // query i sees keys j <= i + query_offset
+  int64_t query_offset = 0;    // absolute position of query 0 (generation with a cache)
+  std::vector<int64_t> key_lengths;  // per batch element: keys >= length are padding; empty = none
+  Tensor keep;                 // optional, broadcastable to [B, H, Lq, Lk]: 0 masks a key, non-zero keeps it
+  Tensor bias;                 // optional additive logits bias, broadcastable to [B, H, Lq, Lk]
+  Tensor alibi_slopes;         // optional [H]: adds -slope * |i + query_offset - j| (ALiBi), computed on the fly
+
+  bool any() const { return causal || !key_lengths.empty() || keep.defined() || bias.defined() || alibi_slopes.defined(); }
+};
+
+// Checks q [B, H, Lq, D], k [B, H, Lk, D], v [B, H, Lk, Dv]; names `op` and the shapes on failure.
+void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, const char* op);
 
 // Checks the mask against logits of shape [B, H, Lq, Lk] and element type `dtype`: key_lengths has B
 // entries in [0, Lk]; keep and bias broadcast to [B, H, Lq, Lk] (bias of dtype `dtype`); alibi_slopes

@@ -7,7 +7,7 @@
 // zero, with zero gradient), never NaN.
 #pragma once
 #include "engine/tensor.h"
-#include "models/attention/attention.h"
+#include "ops/attention_mask.h"
 
 namespace eng {
 

@@ -13,20 +13,10 @@
 
 #include "engine/tensor.h"
 #include "engine/autograd.h"
+#include "ops/attention_mask.h"
 #include "models/module.h"
 
 namespace eng {
-
-struct AttentionMask {
-  bool causal = false;         // query i sees keys j <= i + query_offset
-  int64_t query_offset = 0;    // absolute position of query 0 (generation with a cache)
-  std::vector<int64_t> key_lengths;  // per batch element: keys >= length are padding; empty = none
-  Tensor keep;                 // optional, broadcastable to [B, H, Lq, Lk]: 0 masks a key, non-zero keeps it
-  Tensor bias;                 // optional additive logits bias, broadcastable to [B, H, Lq, Lk]
-  Tensor alibi_slopes;         // optional [H]: adds -slope * |i + query_offset - j| (ALiBi), computed on the fly
-
-  bool any() const { return causal || !key_lengths.empty() || keep.defined() || bias.defined() || alibi_slopes.defined(); }
-};
 
 // Per-variant options given as strings (from the command line: --attn-opt name=value). Every option must
 // be read by the variant's constructor: a name it did not read is an error, never silently ignored.
@@ -84,9 +74,6 @@ bool register_attention(const std::string& name, const std::string& description,
 // Builds the named variant; an unknown name lists the known ones; unread options are an error.
 std::unique_ptr<Attention> make_attention(const std::string& name, const AttentionConfig& config);
 std::vector<std::pair<std::string, std::string>> attention_variants();  // (name, description), sorted
-
-// Checks q, k, v shapes against the interface and names `op` and the shapes on failure.
-void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, const char* op);
 
 }  // namespace eng
 

@@ -96,14 +96,4 @@ std::vector<std::pair<std::string, std::string>> attention_variants() {
   return out;
 }
 
-void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, const char* op) {
-  ENG_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op, ": q, k, v must be [B, H, L, D], got q ", q.shape(),
-            ", k ", k.shape(), ", v ", v.shape());
-  ENG_CHECK(q.size(0) == k.size(0) && q.size(1) == k.size(1) && q.size(3) == k.size(3), op,
-            ": q ", q.shape(), " and k ", k.shape(), " differ in batch, heads or head dim");
-  ENG_CHECK(k.size(0) == v.size(0) && k.size(1) == v.size(1) && k.size(2) == v.size(2), op, ": k ", k.shape(),
-            " and v ", v.shape(), " differ in batch, heads or length");
-  ENG_CHECK(q.dtype() == k.dtype() && k.dtype() == v.dtype(), op, ": q, k, v dtypes differ");
-}
-
 }  // namespace eng
