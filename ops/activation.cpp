@@ -19,13 +19,6 @@ ENG_REGISTER_OP("silu");
 
 namespace {
 
-// map_unary with the dtype checked first, so that an i64 input is reported under the op's name.
-template <class F>
-Tensor map_floating(const Tensor& a, const char* op, F f) {
-  if (!is_floating(a.dtype())) fail_not_floating(op);
-  return map_unary(a, f);
-}
-
 // 1 / (1 + exp(-x)) without overflow: exp is only ever taken of a non-positive number.
 template <class T>
 T stable_sigmoid(T x) {

@@ -37,6 +37,13 @@ Tensor map_unary(const Tensor& a, F f) {
   return out;
 }
 
+// map_unary with the dtype checked first, so that an i64 input is reported under the op's name.
+template <class F>
+Tensor map_floating(const Tensor& a, const char* op, F f) {
+  if (!is_floating(a.dtype())) fail_not_floating(op);
+  return map_unary(a, f);
+}
+
 // out = f(a, b) with broadcasting, as a new contiguous tensor.
 template <class F>
 Tensor map_binary(const Tensor& a, const Tensor& b, const char* op, F f) {

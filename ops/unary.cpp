@@ -15,17 +15,6 @@ ENG_REGISTER_OP("rsqrt");
 ENG_REGISTER_OP("abs");
 ENG_REGISTER_OP("clamp");
 
-namespace {
-
-// map_unary with the dtype checked first, so that an i64 input is reported under the op's name.
-template <class F>
-Tensor map_floating(const Tensor& a, const char* op, F f) {
-  if (!is_floating(a.dtype())) fail_not_floating(op);
-  return map_unary(a, f);
-}
-
-}  // namespace
-
 Tensor exp(const Tensor& a) {
   Tensor out = map_floating(a, "exp", [](auto x) { return std::exp(x); });
   return record(out, "exp", {a}, [y = out.detach()](const Tensor& g) {
