@@ -32,7 +32,7 @@ namespace {
 constexpr int64_t kMr = 4, kNr = 32;
 
 template <class T>
-inline void tile_full(const GemmArgs<T>& g, const T* panel, int64_t nc, int64_t kc, int64_t m, int64_t k0, int64_t n,
+__attribute__((always_inline)) inline void tile_full(const GemmArgs<T>& g, const T* panel, int64_t nc, int64_t kc, int64_t m, int64_t k0, int64_t n,
                       int64_t n0) {
   T acc[kMr][kNr] = {};
   const T* a = g.A + m * g.a_rs + k0 * g.a_cs;
@@ -50,7 +50,7 @@ inline void tile_full(const GemmArgs<T>& g, const T* panel, int64_t nc, int64_t 
 }
 
 template <class T>
-inline void tile_edge(const GemmArgs<T>& g, const T* panel, int64_t nc, int64_t kc, int64_t m, int64_t mr, int64_t k0,
+__attribute__((always_inline)) inline void tile_edge(const GemmArgs<T>& g, const T* panel, int64_t nc, int64_t kc, int64_t m, int64_t mr, int64_t k0,
                       int64_t n, int64_t nr, int64_t n0) {
   for (int64_t r = 0; r < mr; ++r) {
     T* c = g.C + (m + r) * g.c_rs + n0 + n;
@@ -64,7 +64,7 @@ inline void tile_edge(const GemmArgs<T>& g, const T* panel, int64_t nc, int64_t 
 }
 
 template <class T>
-ENG_GEMM_CLONES void gemm_blocked(const GemmArgs<T>& g) {
+__attribute__((always_inline)) inline void gemm_blocked(const GemmArgs<T>& g) {
   constexpr int64_t kKc = 256, kNc = 512;
   if (!g.accumulate)
     for (int64_t m = 0; m < g.M; ++m) std::fill(g.C + m * g.c_rs, g.C + m * g.c_rs + g.N, T(0));
@@ -89,16 +89,23 @@ ENG_GEMM_CLONES void gemm_blocked(const GemmArgs<T>& g) {
   }
 }
 
+// The clones are plain functions (clang cannot clone templates); the kernel is inlined into each.
+ENG_GEMM_CLONES void gemm_f32(const GemmArgs<float>& g) { gemm_blocked(g); }
+ENG_GEMM_CLONES void gemm_f64(const GemmArgs<double>& g) { gemm_blocked(g); }
+
 }  // namespace
 
-template <class T>
-void gemm(const GemmArgs<T>& g) {
-  gemm_blocked(g);
+template <>
+void gemm<float>(const GemmArgs<float>& g) {
+  gemm_f32(g);
+}
+
+template <>
+void gemm<double>(const GemmArgs<double>& g) {
+  gemm_f64(g);
 }
 
 template void gemm_reference<float>(const GemmArgs<float>&);
 template void gemm_reference<double>(const GemmArgs<double>&);
-template void gemm<float>(const GemmArgs<float>&);
-template void gemm<double>(const GemmArgs<double>&);
 
 }  // namespace eng
