@@ -212,17 +212,7 @@ AdamW::AdamW(NamedTensors params, double lr, double beta1, double beta2, double 
     : Adam("AdamW", std::move(params), lr, beta1, beta2, eps, weight_decay, true) {}
 
 RAdam::RAdam(NamedTensors params, double lr, double beta1, double beta2, double eps, double weight_decay)
-    : Optimizer("RAdam", std::move(params), lr), beta1_(beta1), beta2_(beta2), eps_(eps), weight_decay_(weight_decay) {
-  check_beta(name_, "beta1", beta1);
-  check_beta(name_, "beta2", beta2);
-  check_eps(name_, eps);
-  check_nonneg(name_, "weight_decay", weight_decay);
-  for (size_t i = 0; i < named_params().size(); ++i) {
-    exp_avg_.push_back(add_state("exp_avg", i));
-    exp_avg_sq_.push_back(add_state("exp_avg_sq", i));
-    step_.push_back(add_state("step", i, true));
-  }
-}
+    : Adam("RAdam", std::move(params), lr, beta1, beta2, eps, weight_decay, false) {}
 
 void RAdam::update(size_t i, const Tensor& param, const Tensor& grad) {
   const int64_t t = ++*step_[i].data<int64_t>();

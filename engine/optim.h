@@ -91,11 +91,11 @@ class Adam : public Optimizer {
   Adam(const char* name, NamedTensors params, double lr, double beta1, double beta2, double eps, double weight_decay,
        bool decoupled);
 
- private:
+ protected:
   void update(size_t i, const Tensor& param, const Tensor& grad) override;
   double beta1_, beta2_, eps_, weight_decay_;
   bool decoupled_;
-  std::vector<Tensor> exp_avg_, exp_avg_sq_, step_;
+  std::vector<Tensor> exp_avg_, exp_avg_sq_, step_;  // the moments and step counters RAdam shares
 };
 
 // AdamW (Loshchilov & Hutter 2017) as torch.optim.AdamW: p *= 1 - lr * wd, then the Adam update.
@@ -111,15 +111,14 @@ class AdamW : public Adam {
 //   rho_t > 5: r = sqrt((rho_t - 4)(rho_t - 2) rho_inf / ((rho_inf - 4)(rho_inf - 2) rho_t))
 //              p -= lr * m_hat * r * sqrt(1 - b2^t) / (sqrt(v) + eps)
 //   otherwise: p -= lr * m_hat   (the variance of the adaptive rate is not yet tractable)
-class RAdam : public Optimizer {
+// It keeps Adam's state and checks, with its own update.
+class RAdam : public Adam {
  public:
   RAdam(NamedTensors params, double lr, double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8,
         double weight_decay = 0);
 
  private:
   void update(size_t i, const Tensor& param, const Tensor& grad) override;
-  double beta1_, beta2_, eps_, weight_decay_;
-  std::vector<Tensor> exp_avg_, exp_avg_sq_, step_;
 };
 
 // Global L2 norm of the grads of `params` (summed in double; a grad shared by several entries counts
