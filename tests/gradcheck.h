@@ -41,6 +41,20 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol 
 // The largest |a - b| over all elements (shapes must match).
 double max_abs_diff(const Tensor& a, const Tensor& b);
 
+// Applies `op` to `xs` in f32 and f64 and compares with `ref` evaluated in double (f32 at rtol32).
+template <class Op, class Ref>
+void check_values(const std::vector<double>& xs, Op op, Ref ref, double rtol32 = 1e-6) {
+  std::vector<double> expect;
+  for (double x : xs) expect.push_back(ref(x));
+  Tensor want = from_vector(expect, {int64_t(xs.size())}, DType::F64);
+  Tensor y64 = op(from_vector(xs, {int64_t(xs.size())}, DType::F64));
+  Tensor y32 = op(from_vector(xs, {int64_t(xs.size())}, DType::F32));
+  CHECK(y64.dtype() == DType::F64);
+  CHECK(y32.dtype() == DType::F32);
+  CHECK(allclose(y64, want, 1e-14, 1e-15));
+  CHECK(allclose(y32, want, rtol32, 1e-7));
+}
+
 bool register_gradcheck(const char* op);
 const std::vector<std::string>& gradcheck_names();
 void begin_gradcheck_case();

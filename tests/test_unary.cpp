@@ -19,19 +19,7 @@ namespace {
 
 const double kInf = std::numeric_limits<double>::infinity();
 
-// Applies `op` to `xs` in f32 and f64 and compares with `ref` evaluated in double.
-template <class Op, class Ref>
-void check_values(const std::vector<double>& xs, Op op, Ref ref) {
-  std::vector<double> expect;
-  for (double x : xs) expect.push_back(ref(x));
-  Tensor want = from_vector(expect, {int64_t(xs.size())}, DType::F64);
-  Tensor y64 = op(from_vector(xs, {int64_t(xs.size())}, DType::F64));
-  Tensor y32 = op(from_vector(xs, {int64_t(xs.size())}, DType::F32));
-  CHECK(y64.dtype() == DType::F64);
-  CHECK(y32.dtype() == DType::F32);
-  CHECK(allclose(y64, want, 1e-14, 1e-15));
-  CHECK(allclose(y32, want, 1e-6, 1e-7));
-}
+using eng::test::check_values;
 
 // d sum(op(x)) / dx at the points xs, in f64.
 template <class Op>
