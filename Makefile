@@ -27,11 +27,13 @@ endif
 
 LIB_SRC := $(wildcard engine/*.cpp ops/*.cpp models/*.cpp models/*/*.cpp datasets/*.cpp)
 TOOL_SRC := $(wildcard tools/*.cpp)
+BENCH_SRC := $(wildcard tools/bench/*.cpp)  # bench's subcommands, linked into build/bench
 TEST_SRC := $(wildcard tests/*.cpp)
 
 LIB_OBJ := $(LIB_SRC:%.cpp=$(BUILD)/obj/%.o)
 TOOL_BIN := $(TOOL_SRC:tools/%.cpp=$(BUILD)/%)
 TEST_OBJ := $(TEST_SRC:%.cpp=$(BUILD)/obj/%.o)
+BENCH_OBJ := $(BENCH_SRC:%.cpp=$(BUILD)/obj/%.o)
 
 DOCTEST_H := $(firstword $(wildcard /usr/include/doctest/doctest.h /usr/local/include/doctest/doctest.h))
 
@@ -51,6 +53,9 @@ $(BUILD)/libengine.a: $(LIB_OBJ)
 $(BUILD)/%: $(BUILD)/obj/tools/%.o $(BUILD)/libengine.a
 	$(CXX) $< -Wl,--whole-archive $(BUILD)/libengine.a -Wl,--no-whole-archive $(LDFLAGS) -o $@
 
+$(BUILD)/bench: $(BUILD)/obj/tools/bench.o $(BENCH_OBJ) $(BUILD)/libengine.a
+	$(CXX) $(filter %.o,$^) -Wl,--whole-archive $(BUILD)/libengine.a -Wl,--no-whole-archive $(LDFLAGS) -o $@
+
 # Tests link the library objects directly (not the archive) so that every op file's registration
 # is present: the registry test must see all ops, even those no test calls.
 $(BUILD)/run_tests: $(TEST_OBJ) $(LIB_OBJ)
@@ -69,7 +74,7 @@ test: $(BUILD)/run_tests
 clean:
 	rm -rf build build-*
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(TOOL_BIN:$(BUILD)/%=$(BUILD)/obj/tools/%.d)
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(TOOL_BIN:$(BUILD)/%=$(BUILD)/obj/tools/%.d)
 
 # The main job: a small copy-task transformer trained end to end on the CPU.
 RUN_FLAGS ?= --layers 2 --heads 4 --d-model 32 --seq-len 32 --batch 32 --steps 2000 --lr 1e-3 \
