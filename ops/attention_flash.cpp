@@ -9,7 +9,7 @@
 #include "engine/error.h"
 #include "engine/threadpool.h"
 #include "ops/attention_mask.h"
-#include "ops/gemm.h"
+#include "ops/attention_rows.h"
 #include "ops/kernel_util.h"
 #include "ops/reduce.h"
 
@@ -20,31 +20,6 @@ ENG_REGISTER_OP("flash_attention");
 namespace {
 
 constexpr int64_t kBlockQ = 64, kBlockK = 64;  // a tile of logits is kBlockQ x kBlockK, row stride kBlockK
-
-// A [B, H, L, E] operand read through its strides; rows (the last axis) are contiguous.
-template <class T>
-struct Rows {
-  const T* p = nullptr;
-  int64_t sb = 0, sh = 0, sl = 0;
-  const T* at(int64_t b, int64_t h, int64_t l) const { return p + b * sb + h * sh + l * sl; }
-};
-
-template <class T>
-Rows<T> rows_of(const Tensor& t) {
-  return {t.data<T>(), t.strides()[0], t.strides()[1], t.strides()[2]};
-}
-
-// C (rows c_rs) (+)= A B, A [M, K] and B [K, N] given by their row and column strides.
-template <class T>
-void tile_product(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_cs, const T* B, int64_t b_rs,
-                  int64_t b_cs, T* C, int64_t c_rs, bool accumulate) {
-  GemmArgs<T> g;
-  g.M = M, g.N = N, g.K = K;
-  g.A = A, g.a_rs = a_rs, g.a_cs = a_cs;
-  g.B = B, g.b_rs = b_rs, g.b_cs = b_cs;
-  g.C = C, g.c_rs = c_rs, g.accumulate = accumulate;
-  gemm(g);
-}
 
 // The problem both passes share: operands, sizes, the mask, and the logits of one tile.
 template <class T>
@@ -244,12 +219,6 @@ void row_dots(const T* a, const T* b, T* out, int64_t rows, int64_t n) {
       out[r] = acc;
     }
   });
-}
-
-// The operand outside the graph, with contiguous rows (the kernel reads other strides in place).
-Tensor rows_contiguous(const Tensor& t) {
-  Tensor d = t.detach();
-  return d.strides()[3] == 1 ? d : d.contiguous();
 }
 
 }  // namespace
