@@ -96,13 +96,19 @@ Tensor MultiHeadAttention::step(const Tensor& x_t, AttentionState& state) const 
 }
 
 KVMemory MultiHeadAttention::project_memory(const Tensor& memory, std::vector<int64_t> key_lengths) const {
-  return KVMemory{split_heads(k_proj.forward(memory)), split_heads(v_proj.forward(memory)), std::move(key_lengths)};
+  KVMemory mem{split_heads(k_proj.forward(memory)), split_heads(v_proj.forward(memory)), std::move(key_lengths), {}};
+  AttentionMask mask;
+  mask.key_lengths = mem.key_lengths;
+  mem.digest = attn_->memory_state(mem.k, mem.v, mask);
+  return mem;
 }
 
 Tensor MultiHeadAttention::attend_memory(const Tensor& x_q, const KVMemory& mem) const {
+  Tensor q = split_heads(q_proj.forward(x_q));
+  if (mem.digest) return finish(attn_->attend_state(q, *mem.digest));
   AttentionMask mask;
   mask.key_lengths = mem.key_lengths;
-  return finish(attn_->forward(split_heads(q_proj.forward(x_q)), mem.k, mem.v, mask));
+  return finish(attn_->forward(q, mem.k, mem.v, mask));
 }
 
 }  // namespace eng

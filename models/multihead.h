@@ -29,6 +29,7 @@ struct MultiHeadConfig {
 struct KVMemory {
   Tensor k, v;  // [B, H, Lm, Dh]
   std::vector<int64_t> key_lengths;
+  std::shared_ptr<AttentionState> digest;  // the mechanism's digest of k and v (linear: s and z), if it has one
 };
 
 class MultiHeadAttention : public Module {

@@ -65,6 +65,13 @@ class Attention : public Module {
   virtual std::unique_ptr<AttentionState> new_state() const { return nullptr; }
   virtual Tensor step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
                       const AttentionMask& mask);
+
+  // Cross-attention over a fixed memory during generation: memory_state digests the memory's k [B, H, L, D]
+  // and v once (mask: key padding), attend_state answers queries [B, H, Lq, D] from the digest. Variants
+  // without a digest return null, and the layer keeps k and v and calls forward instead.
+  virtual std::unique_ptr<AttentionState> memory_state(const Tensor& k, const Tensor& v,
+                                                       const AttentionMask& mask) const;
+  virtual Tensor attend_state(const Tensor& q, const AttentionState& state) const;
 };
 
 using AttentionFactory = std::function<std::unique_ptr<Attention>(const AttentionConfig&)>;

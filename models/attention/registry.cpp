@@ -72,6 +72,14 @@ Tensor Attention::step(const Tensor&, const Tensor&, const Tensor&, AttentionSta
   fail("attention '", name(), "': no recurrent form (step) for this variant");
 }
 
+std::unique_ptr<AttentionState> Attention::memory_state(const Tensor&, const Tensor&, const AttentionMask&) const {
+  return nullptr;
+}
+
+Tensor Attention::attend_state(const Tensor&, const AttentionState&) const {
+  fail("attention '", name(), "': no memory digest (attend_state) for this variant");
+}
+
 bool register_attention(const std::string& name, const std::string& description, AttentionFactory factory) {
   registry()[name] = Entry{description, std::move(factory)};
   return true;
