@@ -1,0 +1,157 @@
+// bench attention: forward + backward time and peak memory per sample against sequence length, the
+// experiment of Katharopoulos et al. 2020, Figure 1: N = 2^9 .. 2^16, batch ∝ 1/N (a fixed token budget),
+// 8 heads of dimension 64, f32. Each variant runs through the registry, exactly as a model would call it.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/allocator.h"
+#include "engine/cli.h"
+#include "engine/error.h"
+#include "engine/rng.h"
+#include "engine/threadpool.h"
+#include "models/attention/attention.h"
+#include "ops/reduce.h"
+#include "tools/bench.h"
+#include "tools/bench/svg_plot.h"
+
+using namespace eng;
+
+namespace {
+
+struct Spec {
+  std::string variant;
+  bool causal = false;
+  std::string label() const { return variant + (causal ? " (causal)" : ""); }
+};
+
+// "softmax:causal,linear" -> specs.
+std::vector<Spec> parse_specs(const std::string& list) {
+  std::vector<Spec> specs;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    Spec s;
+    const size_t colon = item.find(':');
+    s.variant = item.substr(0, colon);
+    if (colon != std::string::npos) {
+      ENG_CHECK(item.substr(colon + 1) == "causal", "bench attention: '", item, "': the only suffix is ':causal'");
+      s.causal = true;
+    }
+    specs.push_back(s);
+  }
+  ENG_CHECK(!specs.empty(), "bench attention: --variants is empty");
+  return specs;
+}
+
+struct Result {
+  double seconds = 0;  // per sample, forward + backward, median of the repetitions
+  double mib = 0;      // peak allocator bytes per sample beyond the inputs, MiB
+};
+
+Result measure(Attention& attn, bool causal, int64_t batch, int64_t heads, int64_t N, int64_t dim, int reps) {
+  auto make = [&](uint64_t seed) {
+    Tensor t = empty({batch, heads, N, dim}, DType::F32);
+    Rng rng(seed);
+    float* p = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = float(rng.uniform() * 2 - 1);
+    return t.set_requires_grad(true);
+  };
+  Tensor q = make(1), k = make(2), v = make(3);
+  AttentionMask mask;
+  mask.causal = causal;
+  std::vector<double> times;
+  Result r;
+  for (int rep = 0; rep < reps; ++rep) {
+    q.zero_grad(), k.zero_grad(), v.zero_grad();
+    allocator::empty_cache();  // fresh blocks: the peak counts what this call needs, not what was cached
+    const size_t before = allocator::stats().live_bytes;
+    allocator::reset_peak();
+    auto t0 = std::chrono::steady_clock::now();
+    sum(attn.forward(q, k, v, mask)).backward();
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    r.mib = double(allocator::stats().peak_bytes - before) / double(batch) / (1 << 20);
+  }
+  std::sort(times.begin(), times.end());
+  r.seconds = times[times.size() / 2] / double(batch);
+  return r;
+}
+
+int bench_attention(int argc, char** argv) {
+  Cli cli("bench attention",
+          "Forward + backward time and peak memory per sample against sequence length (the paper's Figure 1).");
+  auto& variants = cli.add_string("variants", "softmax:causal,linear,causal-linear,performer:causal",
+                                  "comma-separated variants; ':causal' gives them a causal mask");
+  auto& min_log = cli.add_int("min-log2", 9, "shortest sequence: 2^min-log2");
+  auto& max_log = cli.add_int("max-log2", 16, "longest sequence: 2^max-log2");
+  auto& softmax_max = cli.add_int("softmax-max-log2", 13, "softmax only up to 2^this (its N^2 time)");
+  auto& tokens = cli.add_int("tokens", 1 << 14, "token budget: batch = max(1, tokens / N)");
+  auto& fixed_batch = cli.add_int("batch", 0, "fixed batch instead of the token budget (0: use --tokens)");
+  auto& heads = cli.add_int("heads", 8, "heads");
+  auto& dim = cli.add_int("head-dim", 64, "head dimension (queries, keys and values)");
+  auto& reps = cli.add_int("reps", 3, "repetitions per point (the median is reported)");
+  auto& threads = cli.add_int("threads", 2, "threads");
+  auto& svg = cli.add_string("svg", "", "also write a log-log plot of time per sample to this SVG file");
+  if (!cli.parse(argc, argv, 2)) return 0;
+  set_num_threads(int(threads));
+  const std::vector<Spec> specs = parse_specs(variants);
+  std::vector<std::unique_ptr<Attention>> mechs;
+  for (const Spec& s : specs) {
+    AttentionConfig c;
+    c.heads = heads;
+    c.head_dim = dim;
+    c.causal = s.causal;
+    mechs.push_back(make_attention(s.variant, c));
+  }
+  std::printf("bench attention: %lld heads, head dim %lld, f32, %d threads, %s; time (ms) and peak memory (MiB) per "
+              "sample, forward + backward, median of %lld\n",
+              (long long)heads, (long long)dim, num_threads(),
+              fixed_batch > 0 ? ("batch " + std::to_string(fixed_batch)).c_str()
+                              : ("batch = max(1, " + std::to_string(tokens) + " / N)").c_str(),
+              (long long)reps);
+  std::printf("%8s %6s", "N", "batch");
+  for (const Spec& s : specs) std::printf(" | %26s", s.label().c_str());
+  std::printf("\n");
+  std::vector<bench::Series> series(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) series[i].name = specs[i].label();
+  for (int64_t lg = min_log; lg <= max_log; ++lg) {
+    const int64_t N = int64_t(1) << lg;
+    const int64_t batch = fixed_batch > 0 ? fixed_batch : std::max<int64_t>(1, tokens / N);
+    std::printf("%8lld %6lld", (long long)N, (long long)batch);
+    for (size_t i = 0; i < specs.size(); ++i) {
+      series[i].x.push_back(double(N));
+      if (specs[i].variant == "softmax" && lg > softmax_max) {
+        series[i].y.push_back(0);
+        std::printf(" | %26s", "(skipped: N^2)");
+        continue;
+      }
+      const Result r = measure(*mechs[i], specs[i].causal, batch, heads, N, dim, int(reps));
+      series[i].y.push_back(r.seconds);
+      std::printf(" | %11.2f ms %9.1f MiB", r.seconds * 1e3, r.mib);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  // The growth the paper's claim is about: time(N_max) / time(N_max / 16), 16x the length.
+  if (max_log - min_log >= 4)
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const double a = series[i].y[size_t(max_log - min_log - 4)], b = series[i].y.back();
+      if (a > 0 && b > 0)
+        std::printf("%s: time(2^%lld) / time(2^%lld) = %.1f (linear: 16, quadratic: 256)\n",
+                    specs[i].label().c_str(), (long long)max_log, (long long)(max_log - 4), b / a);
+    }
+  if (!svg.empty()) {
+    bench::write_loglog_svg(svg, "attention forward + backward per sample", "sequence length N", "seconds", series);
+    std::printf("wrote %s\n", svg.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+ENG_REGISTER_BENCH("attention", "forward + backward time and memory against sequence length (paper Figure 1)",
+                   bench_attention);
