@@ -1,0 +1,172 @@
+// bench generate: autoregressive generation speed of a pixel model (Katharopoulos et al. 2020, Tables 1, 2,
+// 4 and 5): 8 layers, d_model 256, 8 heads, FFN 1024, 256 pixel values, random weights, greedy decoding.
+// Three generators, timed in one run:
+//   naive     softmax, the whole prefix recomputed for every new pixel (O(N^3) attention work per image)
+//   stateful  softmax with a key/value cache (stateful-softmax: O(N^2) per image)
+//   linear    causal linear attention in its RNN form (O(N) per image, constant work per pixel)
+// Latency: one image (batch 1); throughput: many images in flight (--batch). The naive generator at full
+// length takes minutes, so by default its time per image is integrated from timed prefix forwards at
+// --naive-samples evenly spaced lengths (trapezoid rule; stated as an estimate); --naive-full runs it all.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/autograd.h"
+#include "engine/cli.h"
+#include "engine/error.h"
+#include "engine/threadpool.h"
+#include "models/transformer.h"
+#include "ops/reduce.h"
+#include "ops/view.h"
+#include "tools/bench.h"
+
+using namespace eng;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+TransformerConfig pixel_model(const std::string& attention, int64_t layers, int64_t d_model, int64_t tokens) {
+  TransformerConfig c;
+  c.vocab = 256;
+  c.d_model = d_model;
+  c.heads = 8;
+  c.d_ff = 4 * d_model;
+  c.decoder_layers = layers;
+  c.max_len = tokens;
+  c.attention = attention;
+  c.positional = PositionalKind::Learned;
+  return c;
+}
+
+// [B] greedy choice from logits [B, vocab].
+Tensor greedy(const Tensor& logits) { return argmax(logits, 1); }
+
+struct Timing {
+  double seconds = 0;            // per batch of images
+  double first_ms = 0, last_ms = 0;  // per token, averaged over the first and the last tenth of the image
+  bool estimated = false;
+};
+
+// The recurrent generators: one model.step per pixel.
+Timing generate_recurrent(const LanguageModel& model, int64_t batch, int64_t tokens) {
+  NoGradGuard no_grad;
+  auto state = model.new_state();
+  Tensor cur = zeros({batch}, DType::I64);
+  std::vector<double> per_token;
+  auto t0 = Clock::now();
+  for (int64_t t = 0; t < tokens; ++t) {
+    auto ts = Clock::now();
+    cur = greedy(model.step(cur, state));
+    per_token.push_back(since(ts));
+  }
+  Timing r;
+  r.seconds = since(t0);
+  const size_t tenth = std::max<size_t>(1, per_token.size() / 10);
+  for (size_t i = 0; i < tenth; ++i) {
+    r.first_ms += per_token[i] * 1e3 / double(tenth);
+    r.last_ms += per_token[per_token.size() - 1 - i] * 1e3 / double(tenth);
+  }
+  return r;
+}
+
+// One pixel of the naive generator at prefix length t: a full forward over the prefix, the last logits.
+double naive_token(const LanguageModel& model, Tensor& prefix, int64_t t) {
+  auto ts = Clock::now();
+  Tensor logits = model.forward(narrow(prefix, 1, 0, t));
+  Tensor next = greedy(reshape(narrow(logits, 1, t - 1, 1), {prefix.size(0), -1}));
+  if (t < prefix.size(1)) narrow(prefix, 1, t, 1).copy_from(reshape(next, {prefix.size(0), 1}));
+  return since(ts);
+}
+
+Timing generate_naive(const LanguageModel& model, int64_t batch, int64_t tokens, bool full, int64_t samples) {
+  NoGradGuard no_grad;
+  Tensor prefix = zeros({batch, tokens}, DType::I64);
+  Timing r;
+  if (full) {
+    for (int64_t t = 1; t <= tokens; ++t) r.seconds += naive_token(model, prefix, t);
+    return r;
+  }
+  // Time at evenly spaced prefix lengths, integrate over t = 1 .. tokens.
+  std::vector<int64_t> ts;
+  for (int64_t s = 0; s < samples; ++s) ts.push_back(1 + (tokens - 1) * s / std::max<int64_t>(1, samples - 1));
+  std::vector<double> secs;
+  for (int64_t t : ts) secs.push_back(naive_token(model, prefix, t));
+  for (size_t i = 0; i + 1 < ts.size(); ++i) r.seconds += 0.5 * (secs[i] + secs[i + 1]) * double(ts[i + 1] - ts[i]);
+  r.seconds += secs.front();
+  r.estimated = true;
+  return r;
+}
+
+std::vector<int64_t> parse_list(const std::string& s) {
+  std::vector<int64_t> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(std::stoll(item));
+  ENG_CHECK(!out.empty(), "bench generate: empty list '", s, "'");
+  return out;
+}
+
+int bench_generate(int argc, char** argv) {
+  Cli cli("bench generate", "Generation speed: naive softmax, stateful softmax and the linear RNN form.");
+  auto& tokens_list = cli.add_string("tokens", "784,3072", "image sizes in pixels (784 = 28x28, 3072 = 32x32x3)");
+  auto& layers = cli.add_int("layers", 8, "layers");
+  auto& d_model = cli.add_int("d-model", 256, "model width (8 heads, FFN 4 x d_model)");
+  auto& batch = cli.add_int("batch", 32, "images in flight for the throughput rows");
+  auto& modes = cli.add_string("modes", "naive,stateful,linear", "generators to time");
+  auto& naive_full = cli.add_bool("naive-full", false, "run the naive generator in full instead of estimating it");
+  auto& naive_samples = cli.add_int("naive-samples", 8, "prefix lengths timed for the naive estimate");
+  auto& threads = cli.add_int("threads", 2, "threads");
+  if (!cli.parse(argc, argv, 2)) return 0;
+  set_num_threads(int(threads));
+  const std::vector<int64_t> sizes = parse_list(tokens_list);
+  const int64_t longest = *std::max_element(sizes.begin(), sizes.end());
+  auto has = [&](const std::string& m) { return ("," + modes + ",").find("," + m + ",") != std::string::npos; };
+  LanguageModel softmax_model(pixel_model("stateful-softmax", layers, d_model, longest));
+  LanguageModel linear_model(pixel_model("causal-linear", layers, d_model, longest));
+  softmax_model.eval();
+  linear_model.eval();
+  std::printf("bench generate: %lld layers, d_model %lld, 8 heads, FFN %lld, 256 values, %lld parameters, greedy, "
+              "%d threads\n",
+              (long long)layers, (long long)d_model, (long long)(4 * d_model), (long long)linear_model.num_parameters(),
+              num_threads());
+  for (int64_t tokens : sizes) {
+    for (int64_t b : {int64_t(1), int64_t(batch)}) {
+      std::printf("\n%lld pixels, batch %lld (%s)\n", (long long)tokens, (long long)b,
+                  b == 1 ? "latency" : "throughput");
+      std::printf("  %-10s %12s %12s %14s %16s\n", "generator", "s/batch", "images/s", "vs naive", "ms/token first/last");
+      double naive_s = 0;
+      std::vector<std::pair<std::string, Timing>> rows;
+      if (has("naive")) rows.push_back({"naive", generate_naive(softmax_model, b, tokens, naive_full, naive_samples)});
+      if (has("stateful")) rows.push_back({"stateful", generate_recurrent(softmax_model, b, tokens)});
+      if (has("linear")) rows.push_back({"linear", generate_recurrent(linear_model, b, tokens)});
+      for (const auto& [name, t] : rows)
+        if (name == "naive") naive_s = t.seconds;
+      for (const auto& [name, t] : rows) {
+        std::printf("  %-10s %11.3f%s %12.2f", name.c_str(), t.seconds, t.estimated ? "*" : " ",
+                    double(b) / t.seconds);
+        if (naive_s > 0) std::printf(" %13.1fx", naive_s / t.seconds); else std::printf(" %14s", "-");
+        if (t.first_ms > 0) std::printf("   %7.3f / %7.3f", t.first_ms, t.last_ms);
+        std::printf("\n");
+      }
+      for (const auto& [name, t] : rows)
+        if (name == "stateful")
+          for (const auto& [name2, t2] : rows)
+            if (name2 == "linear") std::printf("  linear RNN / stateful softmax: %.2fx\n", t.seconds / t2.seconds);
+      if (!rows.empty() && rows.front().second.estimated)
+        std::printf("  * naive: integrated from %lld timed prefix forwards (--naive-full runs it in full)\n",
+                    (long long)naive_samples);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+ENG_REGISTER_BENCH("generate", "generation speed: naive softmax, stateful softmax, linear RNN form (paper Tables 1-5)",
+                   bench_generate);
