@@ -8,7 +8,9 @@ namespace eng {
 
 namespace {
 
-AttentionConfig mechanism_config(const MultiHeadConfig& c) {
+// `stream` tells layers apart: each mechanism gets its own seed (random projections and hashes must not be
+// shared by every layer), derived from the model seed without consuming a draw of the weights' generator.
+AttentionConfig mechanism_config(const MultiHeadConfig& c, uint64_t stream) {
   ENG_CHECK(c.heads >= 1 && c.d_model % c.heads == 0, "MultiHeadAttention: d_model ", c.d_model,
             " is not divisible by heads ", c.heads);
   AttentionConfig a;
@@ -16,7 +18,7 @@ AttentionConfig mechanism_config(const MultiHeadConfig& c) {
   a.head_dim = c.d_model / c.heads;
   a.max_len = c.max_len;
   a.causal = c.causal;
-  a.seed = c.seed;
+  a.seed = c.seed + 0x9E3779B97F4A7C15ull * (stream + 1);
   a.options = c.options;
   return a;
 }
@@ -30,7 +32,7 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadConfig& cfg, Rng& rng)
       out_proj(cfg.d_model, cfg.d_model, rng),
       cfg_(cfg),
       head_dim_(cfg.d_model / std::max<int64_t>(cfg.heads, 1)),
-      attn_(make_attention(cfg.attention, mechanism_config(cfg))),
+      attn_(make_attention(cfg.attention, mechanism_config(cfg, rng.position()))),
       drop_(cfg.dropout, rng) {
   ENG_CHECK(cfg.positional != PositionalKind::Rotary || head_dim_ % 2 == 0,
             "MultiHeadAttention: rotary encoding needs an even head dim, got ", head_dim_);

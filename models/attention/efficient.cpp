@@ -1,0 +1,48 @@
+#include "models/attention/efficient.h"
+
+#include <limits>
+#include <vector>
+
+#include "engine/error.h"
+#include "ops/matmul.h"
+#include "ops/select.h"
+#include "ops/softmax.h"
+#include "ops/view.h"
+
+namespace eng {
+
+ENG_REGISTER_ATTENTION("efficient",
+                       "efficient attention (Shen et al. 2018): softmax(Q over features) (softmax(K over "
+                       "positions)^T V), O(N), non-causal",
+                       [](const AttentionConfig& c) { return std::make_unique<EfficientAttention>(c); });
+
+EfficientAttention::EfficientAttention(const AttentionConfig& config) {
+  ENG_CHECK(!config.causal,
+            "attention 'efficient': has no causal form (every key enters the shared context); use it in encoders "
+            "or cross-attention");
+}
+
+Tensor EfficientAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
+  check_qkv(q, k, v, "efficient attention");
+  const int64_t B = q.size(0), H = q.size(1), Lq = q.size(2), Lk = k.size(2);
+  check_attention_mask(mask, B, H, Lq, Lk, q.dtype(), "efficient attention");
+  ENG_CHECK(!mask.causal, "efficient attention: causal masks are not supported (every key enters the shared "
+            "context), got q ", q.shape(), " and k ", k.shape());
+  ENG_CHECK(!mask.keep.defined() && !mask.bias.defined() && !mask.alibi_slopes.defined(),
+            "efficient attention: keep, bias and ALiBi masks act on (query, key) logits, which this variant never "
+            "forms; only key_lengths is supported (q ", q.shape(), ", k ", k.shape(), ")");
+  Tensor keys = k;
+  if (!mask.key_lengths.empty()) {
+    // -inf before the position softmax: padded keys get weight exactly 0, whatever they hold.
+    std::vector<double> padded(size_t(B * Lk), 0.0);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t j = mask.key_lengths[size_t(b)]; j < Lk; ++j) padded[size_t(b * Lk + j)] = 1;
+    keys = masked_fill(k, from_vector(padded, {B, 1, Lk, 1}, DType::I64), -std::numeric_limits<double>::infinity());
+  }
+  const Tensor rho_q = softmax(q, -1);                          // [B, H, Lq, D], Eq. 6
+  const Tensor rho_k = softmax(keys, 2);                        // [B, H, Lk, D]; all padded: zeros, no NaN
+  const Tensor context = matmul(transpose(rho_k, 2, 3), v);     // [B, H, D, Dv]
+  return matmul(rho_q, context);                                // [B, H, Lq, Dv], Eq. 4
+}
+
+}  // namespace eng
