@@ -30,11 +30,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-TransformerConfig pixel_model(const std::string& attention, int64_t layers, int64_t d_model, int64_t tokens) {
+TransformerConfig pixel_model(const std::string& attention, int64_t layers, int64_t d_model, int64_t heads,
+                              int64_t tokens) {
   TransformerConfig c;
   c.vocab = 256;
   c.d_model = d_model;
-  c.heads = 8;
+  c.heads = heads;
   c.d_ff = 4 * d_model;
   c.decoder_layers = layers;
   c.max_len = tokens;
@@ -115,7 +116,8 @@ int bench_generate(int argc, char** argv) {
   Cli cli("bench generate", "Generation speed: naive softmax, stateful softmax and the linear RNN form.");
   auto& tokens_list = cli.add_string("tokens", "784,3072", "image sizes in pixels (784 = 28x28, 3072 = 32x32x3)");
   auto& layers = cli.add_int("layers", 8, "layers");
-  auto& d_model = cli.add_int("d-model", 256, "model width (8 heads, FFN 4 x d_model)");
+  auto& d_model = cli.add_int("d-model", 256, "model width (FFN 4 x d_model)");
+  auto& heads = cli.add_int("heads", 8, "heads");
   auto& batch = cli.add_int("batch", 32, "images in flight for the throughput rows");
   auto& modes = cli.add_string("modes", "naive,stateful,linear", "generators to time");
   auto& naive_full = cli.add_bool("naive-full", false, "run the naive generator in full instead of estimating it");
@@ -126,14 +128,14 @@ int bench_generate(int argc, char** argv) {
   const std::vector<int64_t> sizes = parse_list(tokens_list);
   const int64_t longest = *std::max_element(sizes.begin(), sizes.end());
   auto has = [&](const std::string& m) { return ("," + modes + ",").find("," + m + ",") != std::string::npos; };
-  LanguageModel softmax_model(pixel_model("stateful-softmax", layers, d_model, longest));
-  LanguageModel linear_model(pixel_model("causal-linear", layers, d_model, longest));
+  LanguageModel softmax_model(pixel_model("stateful-softmax", layers, d_model, heads, longest));
+  LanguageModel linear_model(pixel_model("causal-linear", layers, d_model, heads, longest));
   softmax_model.eval();
   linear_model.eval();
-  std::printf("bench generate: %lld layers, d_model %lld, 8 heads, FFN %lld, 256 values, %lld parameters, greedy, "
+  std::printf("bench generate: %lld layers, d_model %lld, %lld heads, FFN %lld, 256 values, %lld parameters, greedy, "
               "%d threads\n",
-              (long long)layers, (long long)d_model, (long long)(4 * d_model), (long long)linear_model.num_parameters(),
-              num_threads());
+              (long long)layers, (long long)d_model, (long long)heads, (long long)(4 * d_model),
+              (long long)linear_model.num_parameters(), num_threads());
   for (int64_t tokens : sizes) {
     for (int64_t b : {int64_t(1), int64_t(batch)}) {
       std::printf("\n%lld pixels, batch %lld (%s)\n", (long long)tokens, (long long)b,
