@@ -91,20 +91,22 @@ TEST_CASE("causal-linear: the RNN form == the parallel form at every position of
   }
 }
 
-TEST_CASE("causal-linear: finite at N = 65536 with random and large-norm inputs (f32)") {
+TEST_CASE("causal-linear and linear: finite at N = 65536 with random and large-norm inputs (f32)") {
   const int64_t N = 65536;
-  auto attn = causal_linear();
-  for (double scale : {1.0, 1e3}) {
-    CAPTURE(scale);
-    Tensor q = mul_scalar(uniform({1, 1, N, 8}, 1, -1, 1), scale).to(DType::F32).set_requires_grad(true);
-    Tensor k = mul_scalar(uniform({1, 1, N, 8}, 2, -1, 1), scale).to(DType::F32).set_requires_grad(true);
-    Tensor v = mul_scalar(uniform({1, 1, N, 8}, 3, -1, 1), scale).to(DType::F32).set_requires_grad(true);
-    Tensor y = attn->forward(q, k, v, AttentionMask{});
-    sum(y).backward();
-    for (const Tensor& t : {y.detach(), q.grad(), k.grad(), v.grad()}) {
-      bool finite = true;
-      for (int64_t i = 0; i < t.numel(); ++i) finite = finite && std::isfinite(t.data<float>()[i]);
-      CHECK(finite);
+  for (const std::string name : {"causal-linear", "linear"})
+    for (double scale : {1.0, 1e3}) {
+      CAPTURE(name);
+      CAPTURE(scale);
+      auto attn = make_attention(name, AttentionConfig{});
+      Tensor q = mul_scalar(uniform({1, 1, N, 8}, 1, -1, 1), scale).to(DType::F32).set_requires_grad(true);
+      Tensor k = mul_scalar(uniform({1, 1, N, 8}, 2, -1, 1), scale).to(DType::F32).set_requires_grad(true);
+      Tensor v = mul_scalar(uniform({1, 1, N, 8}, 3, -1, 1), scale).to(DType::F32).set_requires_grad(true);
+      Tensor y = attn->forward(q, k, v, AttentionMask{});
+      sum(y).backward();
+      for (const Tensor& t : {y.detach(), q.grad(), k.grad(), v.grad()}) {
+        bool finite = true;
+        for (int64_t i = 0; i < t.numel(); ++i) finite = finite && std::isfinite(t.data<float>()[i]);
+        CHECK(finite);
+      }
     }
-  }
 }
