@@ -11,6 +11,7 @@ void save_checkpoint(const std::string& path, const Module& model, const Optimiz
                      const std::map<std::string, std::string>& metadata) {
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (const auto& [name, p] : model.named_parameters()) tensors.emplace_back("model." + name, p.detach());
+  for (const auto& [name, b] : model.named_buffers()) tensors.emplace_back("buffer." + name, b);
   if (optimizer)
     for (const auto& [name, s] : optimizer->state()) tensors.emplace_back(name, s);
   std::map<std::string, std::string> meta = metadata;
@@ -33,9 +34,20 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Modu
     ENG_CHECK(it->second.shape() == p.shape(), "checkpoint ", path, ": parameter '", name, "' has shape ",
               it->second.shape(), ", the model has ", p.shape());
   }
-  for (const auto& [name, t] : f.tensors)
-    ENG_CHECK(name.rfind("model.", 0) != 0 || expected.count(name), "checkpoint ", path, ": unknown parameter '",
-              name.substr(6), "' (a checkpoint of another model?)");
+  auto buffers = model.named_buffers();
+  for (const auto& [name, b] : buffers) {
+    expected.insert("buffer." + name);
+    auto it = by_name.find("buffer." + name);
+    ENG_CHECK(it != by_name.end(), "checkpoint ", path, ": buffer '", name, "' is missing");
+    ENG_CHECK(it->second.shape() == b.shape() && it->second.dtype() == b.dtype(), "checkpoint ", path, ": buffer '",
+              name, "' is ", dtype_name(it->second.dtype()), " ", it->second.shape(), ", the model has ",
+              dtype_name(b.dtype()), " ", b.shape());
+  }
+  for (const auto& [name, t] : f.tensors) {
+    const bool param = name.rfind("model.", 0) == 0, buffer = name.rfind("buffer.", 0) == 0;
+    ENG_CHECK(!(param || buffer) || expected.count(name), "checkpoint ", path, ": unknown ",
+              param ? "parameter" : "buffer", " '", name.substr(param ? 6 : 7), "' (a checkpoint of another model?)");
+  }
   if (optimizer) {
     auto it = f.metadata.find("optimizer");
     ENG_CHECK(it != f.metadata.end() && it->second == optimizer->name(), "checkpoint ", path,
@@ -54,6 +66,7 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Modu
     }
   }
   for (const auto& [name, p] : params) p.copy_from(by_name.at("model." + name));
+  for (const auto& [name, b] : buffers) b.copy_from(by_name.at("buffer." + name));
   return f.metadata;
 }
 

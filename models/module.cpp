@@ -13,20 +13,35 @@ Tensor Module::register_parameter(const std::string& name, Tensor t) {
   return t;
 }
 
+Tensor Module::register_buffer(const std::string& name, Tensor t) {
+  ENG_CHECK(!name.empty() && name.find('.') == std::string::npos, "register_buffer: bad name '", name, "'");
+  for (auto& [n, b] : buffers_) ENG_CHECK(n != name, "register_buffer: '", name, "' registered twice");
+  t = t.detach();
+  buffers_.emplace_back(name, t);
+  return t;
+}
+
 void Module::register_module(const std::string& name, Module& child) {
   ENG_CHECK(!name.empty() && name.find('.') == std::string::npos, "register_module: bad name '", name, "'");
   for (auto& [n, c] : children_) ENG_CHECK(n != name, "register_module: '", name, "' registered twice");
   children_.emplace_back(name, &child);
 }
 
-void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const {
-  for (const auto& [n, p] : params_) out.emplace_back(prefix + n, p);
-  for (const auto& [n, c] : children_) c->collect(prefix + n + ".", out);
+void Module::collect(const std::string& prefix, bool buffers,
+                     std::vector<std::pair<std::string, Tensor>>& out) const {
+  for (const auto& [n, p] : buffers ? buffers_ : params_) out.emplace_back(prefix + n, p);
+  for (const auto& [n, c] : children_) c->collect(prefix + n + ".", buffers, out);
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
   std::vector<std::pair<std::string, Tensor>> out;
-  collect("", out);
+  collect("", false, out);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect("", true, out);
   return out;
 }
 
@@ -50,7 +65,6 @@ void Module::train(bool on) {
 void Module::zero_grad() {
   for (auto& [n, p] : named_parameters()) p.zero_grad();
 }
-
 
 void Module::to(DType dtype) {
   for (auto& [n, p] : named_parameters()) {

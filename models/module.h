@@ -1,4 +1,5 @@
-// Module: a named tree of parameters. Names are dotted paths ("decoder.layers.0.attn.q_proj.weight")
+// Module: a named tree of parameters (trained) and buffers (state that is not trained but must survive a
+// checkpoint, e.g. a counter that decides when random features are redrawn). Names are dotted paths ("decoder.layers.0.attn.q_proj.weight")
 // and are the checkpoint keys (docs/checkpoint.md). Parameters are Tensor handles shared with the
 // owning layer's members, so an optimizer's in-place update or a checkpoint load is seen by the layer.
 #pragma once
@@ -22,6 +23,8 @@ class Module {
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<Tensor> parameters() const;
   int64_t num_parameters() const;
+  // Every buffer of this module and its children, named like parameters; checkpoints save them too.
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
 
   // Training mode (dropout active) for this module and all children.
   void train(bool on = true);
@@ -35,12 +38,14 @@ class Module {
  protected:
   // Registers `t` (made a leaf requiring grad) under `name` and returns it.
   Tensor register_parameter(const std::string& name, Tensor t);
+  // Registers `t` as a buffer under `name` (no gradient; `to(dtype)` leaves it alone) and returns it.
+  Tensor register_buffer(const std::string& name, Tensor t);
   // Registers a child owned by the caller (a member, or held in a unique_ptr); it must outlive this.
   void register_module(const std::string& name, Module& child);
 
  private:
-  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const;
-  std::vector<std::pair<std::string, Tensor>> params_;
+  void collect(const std::string& prefix, bool buffers, std::vector<std::pair<std::string, Tensor>>& out) const;
+  std::vector<std::pair<std::string, Tensor>> params_, buffers_;
   std::vector<std::pair<std::string, Module*>> children_;
   bool training_ = true;
 };

@@ -1,10 +1,16 @@
 // The `performer` variant (models/attention/performer.h): its orthogonal random features, FAVOR+ against a naive
 // loop and against exact softmax attention, causality, redraw policy, the recurrent form, gradients, errors.
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
+#include "engine/autograd.h"
 #include "models/attention/performer.h"
+#include "models/checkpoint.h"
+#include "models/transformer.h"
 #include "ops/attention_naive.h"
 #include "ops/view.h"
 #include "tests/gradcheck.h"
@@ -364,4 +370,35 @@ TEST_CASE("performer: options, masks and state errors") {
   CHECK_THROWS_WITH(def->step(narrow(q, 2, 1, 1), narrow(k, 2, 1, 1), narrow(v, 2, 1, 1), *state, {}),
                     "performer step: state.length is 3 but the state holds 1 positions (advance length by one after "
                     "each step)");
+}
+
+TEST_CASE("performer: a checkpoint carries the redraw counter, so a loaded model uses the same features") {
+  TransformerConfig c;
+  c.vocab = 6;
+  c.d_model = 8;
+  c.heads = 2;
+  c.d_ff = 8;
+  c.decoder_layers = 2;
+  c.max_len = 8;
+  c.attention = "performer";
+  c.attention_options.set("features", "8");
+  c.attention_options.set("redraw", "every:2");
+  LanguageModel a(c), b(c);
+  Tensor x = from_vector(std::vector<double>{1, 2, 3, 4, 5, 0, 1, 2}, {1, 8}, DType::I64);
+  for (int i = 0; i < 5; ++i) a.forward(x);  // 5 training calls: draw 2
+  const std::string path = "/tmp/eng_test_performer_" + std::to_string(::getpid()) + ".safetensors";
+  save_checkpoint(path, a, nullptr, {});
+  load_checkpoint(path, b, nullptr);
+  std::remove(path.c_str());
+  const auto& pa = dynamic_cast<const PerformerAttention&>(a.layers[1]->self_attn.mechanism());
+  const auto& pb = dynamic_cast<const PerformerAttention&>(b.layers[1]->self_attn.mechanism());
+  CHECK(pb.training_calls() == 5);
+  a.eval();
+  b.eval();
+  NoGradGuard no_grad;
+  CHECK(eng::test::max_abs_diff(a.forward(x), b.forward(x)) == 0.0);
+  CHECK(pb.draw() == pa.draw());
+  // Layers draw different features: each mechanism has its own seed.
+  const auto& pa0 = dynamic_cast<const PerformerAttention&>(a.layers[0]->self_attn.mechanism());
+  CHECK(eng::test::max_abs_diff(pa0.projection(), pa.projection()) > 0.1);
 }

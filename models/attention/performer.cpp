@@ -122,6 +122,7 @@ PerformerAttention::PerformerAttention(const AttentionConfig& config)
       seed_(config.seed),
       redraw_every_(parse_redraw(config.options.get_string("redraw", "always"))) {
   ENG_CHECK(m_ >= 1, "attention 'performer': option features must be >= 1, got ", m_);
+  calls_ = register_buffer("redraw_calls", zeros({1}, DType::I64));
   use_draw(0);
 }
 
@@ -145,8 +146,14 @@ void PerformerAttention::use_draw(uint64_t draw) {
 
 void PerformerAttention::set_training_calls(int64_t calls) {
   ENG_CHECK(calls >= 0, "attention 'performer': training_calls must be >= 0, got ", calls);
-  calls_ = calls;
-  use_draw(calls > 0 ? draw_for_call(calls - 1) : 0);
+  calls_.data<int64_t>()[0] = calls;
+  sync_draw();
+}
+
+void PerformerAttention::sync_draw() {
+  const int64_t calls = training_calls();
+  const uint64_t d = calls > 0 ? draw_for_call(calls - 1) : 0;
+  if (d != draw_) use_draw(d);
 }
 
 // φ of Lemma 1 with the stabilisers of the header; x [B, H, L, D] -> [B, H, L, m].
@@ -182,8 +189,11 @@ Tensor PerformerAttention::forward(const Tensor& q, const Tensor& k, const Tenso
   ENG_CHECK(!mask.causal || (mask.query_offset == 0 && q.size(2) == k.size(2)),
             "performer attention: the causal parallel form needs as many queries as keys from position 0, got q ",
             q.shape(), ", k ", k.shape(), ", query_offset ", mask.query_offset, " (use step() to continue a sequence)");
+  sync_draw();
   if (training()) {  // counted only once every check has passed
-    const uint64_t d = draw_for_call(calls_++);
+    const int64_t calls = training_calls();
+    calls_.data<int64_t>()[0] = calls + 1;
+    const uint64_t d = draw_for_call(calls);
     if (d != draw_) use_draw(d);
   }
   const LinearAttentionArgs args{LinearFeature::Identity, kernel_eps(), mask.key_lengths};
@@ -202,6 +212,7 @@ Tensor PerformerAttention::step(const Tensor& q, const Tensor& k, const Tensor& 
   ENG_CHECK(mask.key_lengths.empty(), "performer step: key padding has no meaning for one step");
   auto* st = dynamic_cast<PerformerState*>(&state);
   ENG_CHECK(st, "performer step: the state was not made by this variant's new_state()");
+  sync_draw();
   ENG_CHECK(st->length == st->absorbed, "performer step: state.length is ", st->length, " but the state holds ",
             st->absorbed, " positions (advance length by one after each step)");
   if (st->s.defined()) {

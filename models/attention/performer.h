@@ -46,15 +46,16 @@ class PerformerAttention : public Attention {
               const AttentionMask& mask) override;
 
   // ω is not a parameter: it is a function of (config seed, draw), and the draw a function of the training
-  // forward calls counted so far, so saving training_calls() is enough to replay it (set_training_calls).
+  // forward calls counted so far, kept in the buffer "redraw_calls" so that a checkpoint replays it.
   const Tensor& projection() const { return omega_; }  // [m, D], f64
   uint64_t draw() const { return draw_; }
-  int64_t training_calls() const { return calls_; }
+  int64_t training_calls() const { return calls_.data<int64_t>()[0]; }
   void set_training_calls(int64_t calls);
 
  private:
   uint64_t draw_for_call(int64_t call) const;
   void use_draw(uint64_t draw);
+  void sync_draw();  // ω of the draw the counter implies (after a checkpoint load changed the counter)
   Tensor features(const Tensor& x, bool query) const;
   double kernel_eps() const;
   void check_mask(const AttentionMask& mask, const Tensor& q, const Tensor& k, const char* where) const;
@@ -62,7 +63,7 @@ class PerformerAttention : public Attention {
   int64_t m_, D_;
   uint64_t seed_;
   int64_t redraw_every_;  // 1: always, N: every:N, 0: never
-  int64_t calls_ = 0;     // training forward calls so far
+  Tensor calls_;          // [1] i64 buffer: training forward calls so far
   uint64_t draw_ = 0;
   Tensor omega_;          // [m, D], f64
   Tensor omega_t_;        // ωᵀ [D, m], f64, contiguous
