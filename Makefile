@@ -2,6 +2,7 @@
 # make test            doctest suite              (build/)
 # make SANITIZE=1 test AddressSanitizer + UBSan    (build-san/)
 # make CXX=clang++     clang build                (build-clang/, build-clang-san/)
+# make data            install Fashion-MNIST (Debian package dataset-fashion-mnist)
 # Each variant has its own directory, so switching never mixes objects.
 
 CXX ?= g++
@@ -86,3 +87,16 @@ RUN_GENERATE_FLAGS ?= --layers 2 --heads 4 --d-model 64 --tokens 1024 --batch 32
 run: $(BUILD)/train $(BUILD)/bench
 	./$(BUILD)/train copy $(RUN_FLAGS)
 	./$(BUILD)/bench generate $(RUN_GENERATE_FLAGS)
+
+# Fashion-MNIST for the pixel-model experiments: Debian's dataset-fashion-mnist package, installed in
+# /usr/share/datasets/fashion-mnist (what datasets/mnist.cpp reads by default; --data DIR reads another copy).
+FASHION_MNIST_DIR := /usr/share/datasets/fashion-mnist
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+.PHONY: data
+data:
+	@if [ -f $(FASHION_MNIST_DIR)/t10k-labels-idx1-ubyte.gz ]; then \
+	  echo "Fashion-MNIST is installed in $(FASHION_MNIST_DIR)"; \
+	else \
+	  $(SUDO) apt-get install -y dataset-fashion-mnist || \
+	    { $(SUDO) apt-get update && $(SUDO) apt-get install -y dataset-fashion-mnist; }; \
+	fi

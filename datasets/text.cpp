@@ -1,0 +1,75 @@
+#include "datasets/text.h"
+
+#include "datasets/file_io.h"
+#include "engine/error.h"
+
+namespace eng {
+
+const char* text_split_name(TextSplit s) {
+  return s == TextSplit::Train ? "train" : s == TextSplit::Valid ? "valid" : "test";
+}
+
+TextSplitSizes text_split_sizes(int64_t n) { return {n - 2 * (n / 20), n / 20, n / 20}; }
+
+TextCorpus::TextCorpus(const std::string& path) : path_(path), bytes_(read_file_bytes(path, "text")) {
+  const int64_t n = int64_t(bytes_.size());
+  // Window starts are drawn with Rng::below, which takes 32-bit bounds.
+  ENG_CHECK(n >= 40 && n < (int64_t(1) << 32), "text: ", path, ": ", n,
+            " bytes; a corpus needs 40 bytes (so that each split holds two) to 4 GiB");
+  sizes_ = text_split_sizes(n);
+}
+
+int64_t TextCorpus::begin(TextSplit s) const {
+  return s == TextSplit::Train ? 0 : s == TextSplit::Valid ? sizes_.train : sizes_.train + sizes_.valid;
+}
+
+int64_t TextCorpus::end(TextSplit s) const {
+  return s == TextSplit::Train ? sizes_.train
+         : s == TextSplit::Valid ? sizes_.train + sizes_.valid
+                                 : int64_t(bytes_.size());
+}
+
+void TextCorpus::check_len(TextSplit s, int64_t len) const {
+  ENG_CHECK(len >= 1 && len + 1 <= size(s), "text: ", path_, ": the ", text_split_name(s), " split holds ", size(s),
+            " bytes, too few for a window of ", len, " + 1");
+}
+
+LMBatch TextCorpus::sample(TextSplit s, int64_t batch, int64_t len, Rng& rng) const {
+  check_len(s, len);
+  LMBatch b{empty({batch, len}, DType::I64), empty({batch, len}, DType::I64)};
+  int64_t* in = b.inputs.data<int64_t>();
+  int64_t* tg = b.targets.data<int64_t>();
+  const uint64_t starts = uint64_t(size(s) - len);  // a window needs len + 1 bytes
+  for (int64_t i = 0; i < batch; ++i) {
+    const uint8_t* w = bytes_.data() + begin(s) + int64_t(rng.below(starts));
+    for (int64_t t = 0; t < len; ++t) {
+      in[i * len + t] = w[t];
+      tg[i * len + t] = w[t + 1];
+    }
+  }
+  return b;
+}
+
+int64_t TextCorpus::num_windows(TextSplit s, int64_t len) const {
+  check_len(s, len);
+  return (size(s) - 1) / len;
+}
+
+LMBatch TextCorpus::windows(TextSplit s, int64_t first, int64_t count, int64_t len) const {
+  const int64_t total = num_windows(s, len);
+  ENG_CHECK(first >= 0 && count >= 0 && first + count <= total, "text: ", path_, ": windows [", first, ", ",
+            first + count, ") of ", len, " bytes are outside the ", total, " of the ", text_split_name(s), " split");
+  LMBatch b{empty({count, len}, DType::I64), empty({count, len}, DType::I64)};
+  int64_t* in = b.inputs.data<int64_t>();
+  int64_t* tg = b.targets.data<int64_t>();
+  for (int64_t i = 0; i < count; ++i) {
+    const uint8_t* w = bytes_.data() + begin(s) + (first + i) * len;
+    for (int64_t t = 0; t < len; ++t) {
+      in[i * len + t] = w[t];
+      tg[i * len + t] = w[t + 1];
+    }
+  }
+  return b;
+}
+
+}  // namespace eng
