@@ -1,7 +1,10 @@
 #include "ops/gemm.h"
 
 #include <algorithm>
-#include <vector>
+#include <new>
+
+#include "engine/threadpool.h"
+#include "ops/gemm_kernels.h"
 
 namespace eng {
 
@@ -16,96 +19,291 @@ void gemm_reference(const GemmArgs<T>& g) {
     }
 }
 
-// Cache-blocked GEMM. B is packed into a contiguous [kc, nc] panel; then each 4 x 32 tile of C is
-// accumulated in registers over the panel's k range (the compiler keeps acc[4][32] in vector registers
-// and vectorises the j loop), so each loaded B vector serves four rows. Tiles at the edges use the
-// same loop with bounds. target_clones builds AVX-512, AVX2 and baseline versions and picks one at
-// load time from the CPU.
-#if defined(__x86_64__) && !defined(ENG_SANITIZE)
-#define ENG_GEMM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define ENG_GEMM_CLONES
-#endif
-
+// The driver (Goto's algorithm, as in BLIS): B is packed a slab of K at a time into kc x nr panels that
+// stream through L2, A into mr x kc panels that stay in L1, and a micro-kernel (ops/gemm_kernels.h)
+// updates one mr x nr tile of C per panel pair. Jobs are row blocks of C (and column blocks when there are
+// too few rows), each packing its own A; threads take jobs as they come. Every kernel call continues the
+// C element's multiply-add chain where the previous k slice left it, so neither the slicing nor the jobs
+// change the bits.
 namespace {
 
-constexpr int64_t kMr = 4, kNr = 32;
+using gemm_detail::KernelSet;
 
-template <class T>
-__attribute__((always_inline)) inline void tile_full(const GemmArgs<T>& g, const T* panel, int64_t nc, int64_t kc, int64_t m, int64_t k0, int64_t n,
-                      int64_t n0) {
-  T acc[kMr][kNr] = {};
-  const T* a = g.A + m * g.a_rs + k0 * g.a_cs;
-  for (int64_t k = 0; k < kc; ++k) {
-    const T* b = panel + k * nc + n;
-    for (int64_t r = 0; r < kMr; ++r) {
-      const T av = a[r * g.a_rs + k * g.a_cs];
-      for (int64_t j = 0; j < kNr; ++j) acc[r][j] += av * b[j];
+constexpr int64_t kMaxTile = 16 * 32;            // largest mr x nr of any kernel set
+constexpr int64_t kSlabElems = int64_t(1) << 22;  // packed B: 16 MiB of f32 at most
+constexpr int64_t kSmallWork = int64_t(1) << 18;  // M·N·K up to this (64³) is not worth packing
+constexpr int64_t kThreadWork = int64_t(1) << 21;  // M·N·K from this on is split over threads
+
+// Portable micro-kernel (the scalar level, other architectures, f64): the compiler vectorises the j loop
+// for the baseline instruction set.
+template <class T, int MR, int NR>
+void portable_kernel(int64_t K, const T* a, int64_t a_rs, int64_t a_cs, const T* b, int64_t ldb, T* c, int64_t ldc,
+                     bool load_c) {
+  T acc[MR][NR];
+  for (int r = 0; r < MR; ++r)
+    for (int j = 0; j < NR; ++j) acc[r][j] = load_c ? c[r * ldc + j] : T(0);
+  for (int64_t k = 0; k < K; ++k, a += a_cs, b += ldb)
+    for (int r = 0; r < MR; ++r) {
+      const T av = a[r * a_rs];
+      for (int j = 0; j < NR; ++j) acc[r][j] += av * b[j];
     }
-  }
-  for (int64_t r = 0; r < kMr; ++r) {
-    T* c = g.C + (m + r) * g.c_rs + n0 + n;
-    for (int64_t j = 0; j < kNr; ++j) c[j] += acc[r][j];
-  }
+  for (int r = 0; r < MR; ++r)
+    for (int j = 0; j < NR; ++j) c[r * ldc + j] = acc[r][j];
 }
 
 template <class T>
-__attribute__((always_inline)) inline void tile_edge(const GemmArgs<T>& g, const T* panel, int64_t nc, int64_t kc, int64_t m, int64_t mr, int64_t k0,
-                      int64_t n, int64_t nr, int64_t n0) {
-  for (int64_t r = 0; r < mr; ++r) {
-    T* c = g.C + (m + r) * g.c_rs + n0 + n;
-    const T* a = g.A + (m + r) * g.a_rs + k0 * g.a_cs;
-    for (int64_t k = 0; k < kc; ++k) {
-      const T av = a[k * g.a_cs];
-      const T* b = panel + k * nc + n;
-      for (int64_t j = 0; j < nr; ++j) c[j] += av * b[j];
-    }
-  }
+void transpose_portable(const T* src, int64_t rs, int64_t rows, int64_t width, int64_t kc, T* dst, int64_t ld) {
+  for (int64_t k = 0; k < kc; ++k)
+    for (int64_t r = 0; r < width; ++r) dst[k * ld + r] = r < rows ? src[r * rs + k] : T(0);
+}
+
+template <class T, int MR, int NR>
+KernelSet<T> portable_kernels() {
+  KernelSet<T> s;
+  s.mr = MR, s.nr = NR;
+  s.kc = 256, s.nc = 512, s.mc = 32 * MR;
+  s.kernel = portable_kernel<T, MR, NR>;
+  s.transpose = transpose_portable<T>;
+  return s;
 }
 
 template <class T>
-__attribute__((always_inline)) inline void gemm_blocked(const GemmArgs<T>& g) {
-  constexpr int64_t kKc = 256, kNc = 512;
-  if (!g.accumulate)
-    for (int64_t m = 0; m < g.M; ++m) std::fill(g.C + m * g.c_rs, g.C + m * g.c_rs + g.N, T(0));
-  std::vector<T> panel(size_t(std::min(kKc, g.K) * std::min(kNc, g.N)));
-  for (int64_t n0 = 0; n0 < g.N; n0 += kNc) {
-    const int64_t nc = std::min(kNc, g.N - n0);
-    for (int64_t k0 = 0; k0 < g.K; k0 += kKc) {
-      const int64_t kc = std::min(kKc, g.K - k0);
+const KernelSet<T>& kernels_for(SimdLevel level);
+
+template <>
+const KernelSet<float>& kernels_for<float>([[maybe_unused]] SimdLevel level) {
+#if defined(__x86_64__)
+  static const KernelSet<float> avx512 = gemm_detail::avx512_kernels(), avx2 = gemm_detail::avx2_kernels();
+  if (level >= SimdLevel::Avx512) return avx512;
+  if (level >= SimdLevel::Avx2) return avx2;
+#endif
+  static const KernelSet<float> portable = portable_kernels<float, 4, 16>();
+  return portable;
+}
+
+template <>
+const KernelSet<double>& kernels_for<double>(SimdLevel) {
+  static const KernelSet<double> portable = portable_kernels<double, 4, 8>();
+  return portable;
+}
+
+// Packing buffers live as long as their thread and only grow: the first touch of a fresh page costs
+// ~12 us on these machines, more than packing the page's worth of data.
+enum Slot { kSlotB, kSlotA, kSlots };
+
+template <class T>
+T* scratch(Slot slot, int64_t n) {
+  struct Buf {
+    T* p = nullptr;
+    int64_t cap = 0;
+    ~Buf() { ::operator delete(p, std::align_val_t(64)); }
+  };
+  thread_local Buf bufs[kSlots];
+  Buf& b = bufs[slot];
+  if (n > b.cap) {
+    ::operator delete(b.p, std::align_val_t(64));
+    b.p = nullptr, b.cap = 0;
+    b.p = static_cast<T*>(::operator new(size_t(n) * sizeof(T), std::align_val_t(64)));
+    b.cap = n;
+  }
+  return b.p;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Rows m0 .. m0+rows, columns k0 .. k0+kc of A as panels of mr rows, k-major: element (r, k) of panel p at
+// dst[p * mr * kc + k * mr + r]. The last panel is padded with zero rows.
+template <class T>
+void pack_a(const GemmArgs<T>& g, const KernelSet<T>& ks, int64_t m0, int64_t rows, int64_t k0, int64_t kc, T* dst) {
+  const int64_t mr = ks.mr;
+  for (int64_t p = 0; p < rows; p += mr, dst += mr * kc) {
+    const int64_t n = std::min(mr, rows - p);
+    const T* src = g.A + (m0 + p) * g.a_rs + k0 * g.a_cs;
+    if (g.a_cs == 1) {  // rows run along k: transpose 8 at a time
+      for (int64_t r = 0; r < mr; r += 8)
+        ks.transpose(r < n ? src + r * g.a_rs : src, g.a_rs, std::clamp<int64_t>(n - r, 0, 8),
+                     std::min<int64_t>(8, mr - r), kc, dst + r, mr);
+    } else {
       for (int64_t k = 0; k < kc; ++k)
-        for (int64_t n = 0; n < nc; ++n) panel[size_t(k * nc + n)] = g.B[(k0 + k) * g.b_rs + (n0 + n) * g.b_cs];
-      for (int64_t m = 0; m < g.M; m += kMr) {
-        const int64_t mr = std::min(kMr, g.M - m);
-        for (int64_t n = 0; n < nc; n += kNr) {
-          const int64_t nr = std::min(kNr, nc - n);
-          if (mr == kMr && nr == kNr)
-            tile_full(g, panel.data(), nc, kc, m, k0, n, n0);
-          else
-            tile_edge(g, panel.data(), nc, kc, m, mr, k0, n, nr, n0);
+        for (int64_t r = 0; r < mr; ++r) dst[k * mr + r] = r < n ? src[r * g.a_rs + k * g.a_cs] : T(0);
+    }
+  }
+}
+
+// Columns n0 .. n0+nr, rows k0 .. k0+kc of B as one panel (row k at dst + k * nr); columns past N are zero.
+template <class T>
+void pack_b(const GemmArgs<T>& g, const KernelSet<T>& ks, int64_t n0, int64_t k0, int64_t kc, T* dst) {
+  const int64_t nr = ks.nr, n = std::min(nr, g.N - n0);
+  const T* src = g.B + k0 * g.b_rs + n0 * g.b_cs;
+  if (g.b_rs == 1 && g.b_cs != 1) {  // columns run along k (B transposed): transpose 8 at a time
+    for (int64_t j = 0; j < nr; j += 8)
+      ks.transpose(j < n ? src + j * g.b_cs : src, g.b_cs, std::clamp<int64_t>(n - j, 0, 8),
+                   std::min<int64_t>(8, nr - j), kc, dst + j, nr);
+  } else {
+    for (int64_t k = 0; k < kc; ++k) {
+      for (int64_t j = 0; j < n; ++j) dst[k * nr + j] = src[k * g.b_rs + j * g.b_cs];
+      for (int64_t j = n; j < nr; ++j) dst[k * nr + j] = T(0);
+    }
+  }
+}
+
+// One tile of C whose valid part is rows x cols: a full tile goes straight to C, an edge tile through a
+// padded copy, so that no kernel reads or writes C outside the matrix.
+template <class T>
+void run_tile(const KernelSet<T>& ks, int64_t K, const T* a, int64_t a_rs, int64_t a_cs, const T* b, int64_t ldb,
+              T* c, int64_t ldc, int64_t rows, int64_t cols, bool load_c) {
+  if (rows == ks.mr && cols == ks.nr) {
+    ks.kernel(K, a, a_rs, a_cs, b, ldb, c, ldc, load_c);
+    return;
+  }
+  alignas(64) T tmp[kMaxTile] = {};
+  if (load_c)
+    for (int64_t r = 0; r < rows; ++r) std::copy(c + r * ldc, c + r * ldc + cols, tmp + r * ks.nr);
+  ks.kernel(K, a, a_rs, a_cs, b, ldb, tmp, ks.nr, load_c);
+  for (int64_t r = 0; r < rows; ++r) std::copy(tmp + r * ks.nr, tmp + r * ks.nr + cols, c + r * ldc);
+}
+
+// Small products, and those with few rows (B would be packed for little reuse): A is read in place (only the
+// rows past the last full tile are packed), B too when its rows are contiguous, else one panel at a time.
+template <class T>
+void gemm_small(const GemmArgs<T>& g, const KernelSet<T>& ks, bool threaded) {
+  const int64_t mr = ks.mr, nr = ks.nr, full = g.M / mr * mr, n_panels = ceil_div(g.N, nr);
+  parallel_for(0, n_panels, threaded ? 1 : n_panels, [&](int64_t lo, int64_t hi) {
+    for (int64_t k0 = 0; k0 < g.K; k0 += ks.kc) {
+      const int64_t kc = std::min(ks.kc, g.K - k0);
+      const bool load_c = g.accumulate || k0 > 0;
+      T* tail = nullptr;
+      if (full < g.M) {
+        tail = scratch<T>(kSlotA, mr * kc);
+        pack_a(g, ks, full, g.M - full, k0, kc, tail);
+      }
+      for (int64_t q = lo; q < hi; ++q) {
+        const int64_t n0 = q * nr, cols = std::min(nr, g.N - n0);
+        const T* b = g.B + k0 * g.b_rs + n0 * g.b_cs;
+        int64_t ldb = g.b_rs;
+        if (g.b_cs != 1 || cols < nr) {
+          T* p = scratch<T>(kSlotB, kc * nr);
+          pack_b(g, ks, n0, k0, kc, p);
+          b = p, ldb = nr;
         }
+        T* c = g.C + n0;
+        for (int64_t m = 0; m < full; m += mr)
+          run_tile(ks, kc, g.A + m * g.a_rs + k0 * g.a_cs, g.a_rs, g.a_cs, b, ldb, c + m * g.c_rs, g.c_rs, mr, cols,
+                   load_c);
+        if (tail) run_tile(ks, kc, tail, 1, mr, b, ldb, c + full * g.c_rs, g.c_rs, g.M - full, cols, load_c);
       }
     }
+  });
+}
+
+// Brings rows m0 .. m0+rows, columns n0 .. n0+cols of C into cache.
+template <class T>
+void prefetch_tile(const GemmArgs<T>& g, int64_t m0, int64_t rows, int64_t n0, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; j += 64 / int64_t(sizeof(T))) __builtin_prefetch(g.C + (m0 + r) * g.c_rs + n0 + j, 1);
+}
+
+// Packed B for columns p0 * nr .. (p0 + np) * nr and rows s0 .. s0 + sk: slice k0 (kc rows) starts at
+// p + k0 * np * nr and holds np panels of kc x nr.
+template <class T>
+struct Slab {
+  const T* p;
+  int64_t p0, np, s0, sk;
+};
+
+// One job of a packed product: C rows m0 .. m0+rows by the slab's panels q0 .. q1.
+template <class T>
+void packed_job(const GemmArgs<T>& g, const KernelSet<T>& ks, const Slab<T>& b, int64_t m0, int64_t rows, int64_t q0,
+                int64_t q1) {
+  const int64_t mr = ks.mr, nr = ks.nr, q_block = ks.nc / nr;
+  T* ap = scratch<T>(kSlotA, ceil_div(rows, mr) * mr * ks.kc);
+  for (int64_t k0 = 0; k0 < b.sk; k0 += ks.kc) {
+    const int64_t kc = std::min(ks.kc, b.sk - k0);
+    const bool load_c = g.accumulate || b.s0 + k0 > 0;
+    pack_a(g, ks, m0, rows, b.s0 + k0, kc, ap);
+    const T* bs = b.p + k0 * b.np * nr;
+    // A block of nc columns of the slice stays in L2 while every A panel of the job sweeps it.
+    for (int64_t qa = q0; qa < q1; qa += q_block) {
+      const int64_t qe = std::min(q1, qa + q_block);
+      for (int64_t i = 0; i < rows; i += mr)
+        for (int64_t q = qa; q < qe; ++q) {
+          // The C rows of the next tile arrive while this one computes, rather than stalling its first FMAs.
+          const int64_t n0 = (b.p0 + q) * nr, na = (b.p0 + qa) * nr;
+          if (q + 1 < qe)
+            prefetch_tile(g, m0 + i, std::min(mr, rows - i), n0 + nr, std::min(nr, g.N - n0 - nr));
+          else if (i + mr < rows)
+            prefetch_tile(g, m0 + i + mr, std::min(mr, rows - i - mr), na, std::min(nr, g.N - na));
+          run_tile(ks, kc, ap + i * kc, 1, mr, bs + q * kc * nr, nr, g.C + (m0 + i) * g.c_rs + n0, g.c_rs,
+                   std::min(mr, rows - i), std::min(nr, g.N - n0), load_c);
+        }
+    }
   }
 }
 
-// The clones are plain functions (clang cannot clone templates); the kernel is inlined into each.
-ENG_GEMM_CLONES void gemm_f32(const GemmArgs<float>& g) { gemm_blocked(g); }
-ENG_GEMM_CLONES void gemm_f64(const GemmArgs<double>& g) { gemm_blocked(g); }
+template <class T>
+void gemm_packed(const GemmArgs<T>& g, const KernelSet<T>& ks, bool threaded) {
+  const int64_t mr = ks.mr, nr = ks.nr, m_tiles = ceil_div(g.M, mr), n_panels = ceil_div(g.N, nr);
+  // Packed B holds at most kSlabElems (or one kc x nc block): all of B for the usual shapes, else chunks of
+  // columns, each in slabs of rows.
+  const int64_t chunk = std::min(n_panels, std::max(ks.nc / nr, kSlabElems / (ks.kc * nr)));
+  const int64_t slab_rows = std::max<int64_t>(1, kSlabElems / (ks.kc * chunk * nr)) * ks.kc;
+  T* bp = scratch<T>(kSlotB, std::min(slab_rows, g.K) * chunk * nr);
+  // Row blocks of at most mc rows, at least two per thread so that a thread slowed by other work hands
+  // its share to the others; column blocks only when the rows run out.
+  const int64_t threads = threaded ? num_threads() : 1;
+  const int64_t jobs_m = std::max(ceil_div(m_tiles, ks.mc / mr), std::min(m_tiles, 2 * threads));
+  const int64_t jobs_n = threads == 1 ? 1 : std::min(chunk, ceil_div(2 * threads, jobs_m));
+  for (int64_t p0 = 0; p0 < n_panels; p0 += chunk)
+    for (int64_t s0 = 0; s0 < g.K; s0 += slab_rows) {
+      const Slab<T> b{bp, p0, std::min(chunk, n_panels - p0), s0, std::min(slab_rows, g.K - s0)};
+      parallel_for(0, b.np, threaded ? 1 : b.np, [&](int64_t lo, int64_t hi) {
+        for (int64_t k0 = 0; k0 < b.sk; k0 += ks.kc) {
+          const int64_t kc = std::min(ks.kc, b.sk - k0);
+          for (int64_t q = lo; q < hi; ++q) pack_b(g, ks, (p0 + q) * nr, s0 + k0, kc, bp + (k0 * b.np + q * kc) * nr);
+        }
+      });
+      parallel_for(0, jobs_m * jobs_n, threaded ? 1 : jobs_m * jobs_n, [&](int64_t lo, int64_t hi) {
+        for (int64_t job = lo; job < hi; ++job) {
+          const int64_t jm = job / jobs_n, jn = job % jobs_n;
+          const int64_t m0 = m_tiles * jm / jobs_m * mr, m1 = std::min(g.M, m_tiles * (jm + 1) / jobs_m * mr);
+          packed_job(g, ks, b, m0, m1 - m0, b.np * jn / jobs_n, b.np * (jn + 1) / jobs_n);
+        }
+      });
+    }
+}
+
+template <class T>
+void gemm_with(const GemmArgs<T>& g, const KernelSet<T>& ks) {
+  if (g.M <= 0 || g.N <= 0) return;
+  if (g.K <= 0) {
+    if (!g.accumulate)
+      for (int64_t m = 0; m < g.M; ++m) std::fill(g.C + m * g.c_rs, g.C + m * g.c_rs + g.N, T(0));
+    return;
+  }
+  const int64_t work = g.M * g.N * g.K;
+  if (work <= kSmallWork || g.M <= 4 * ks.mr)
+    gemm_small(g, ks, work >= kThreadWork);
+  else
+    gemm_packed(g, ks, work >= kThreadWork);
+}
 
 }  // namespace
 
-template <>
-void gemm<float>(const GemmArgs<float>& g) {
-  gemm_f32(g);
+template <class T>
+void gemm(const GemmArgs<T>& g, SimdLevel level) {
+  gemm_with(g, kernels_for<T>(std::min(level, simd_level())));
 }
 
-template <>
-void gemm<double>(const GemmArgs<double>& g) {
-  gemm_f64(g);
+template <class T>
+void gemm(const GemmArgs<T>& g) {
+  gemm(g, simd_level());
 }
 
 template void gemm_reference<float>(const GemmArgs<float>&);
 template void gemm_reference<double>(const GemmArgs<double>&);
+template void gemm<float>(const GemmArgs<float>&);
+template void gemm<double>(const GemmArgs<double>&);
+template void gemm<float>(const GemmArgs<float>&, SimdLevel);
+template void gemm<double>(const GemmArgs<double>&, SimdLevel);
 
 }  // namespace eng

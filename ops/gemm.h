@@ -1,8 +1,11 @@
 // GEMM kernels: C (+)= A · B on strided operands, so transposed and batched inputs need no copies.
-// gemm_reference is the plain triple loop every faster kernel is tested against; gemm picks the
-// fastest kernel built for this CPU (today: a cache-blocked loop the compiler vectorises).
+// gemm_reference is the plain triple loop every faster kernel is tested against; gemm packs A and B into
+// cache-sized panels and runs register-tile micro-kernels (AVX-512, AVX2/FMA, or portable C++), picked at
+// run time from the CPU (engine/cpu_features.h; ENG_CPU caps the level).
 #pragma once
 #include <cstdint>
+
+#include "engine/cpu_features.h"
 
 namespace eng {
 
@@ -21,8 +24,16 @@ struct GemmArgs {
 template <class T>
 void gemm_reference(const GemmArgs<T>& g);
 
-// Runs on the calling thread; callers parallelise over batches or row blocks.
+// Called outside a parallel region, a large product is split over the thread pool; inside one (a caller
+// that parallelises over batches) it runs on the calling thread. The bits of the result depend on the
+// kernel level only, never on the thread count or on how the work is split: each C element is one
+// multiply-add chain in k order, starting from C (accumulate) or 0, whichever path computes it.
 template <class T>
 void gemm(const GemmArgs<T>& g);
+
+// The same with the kernels of `level`, lowered to what simd_level() allows: for tests and benchmarks.
+// f64 has one portable kernel at every level.
+template <class T>
+void gemm(const GemmArgs<T>& g, SimdLevel level);
 
 }  // namespace eng

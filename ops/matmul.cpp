@@ -34,30 +34,34 @@ Tensor batched_matmul(const Tensor& a, const Tensor& b) {
     offs_b.push_back(o[1]);
   });
   const int64_t nb = int64_t(offs_a.size());
+  const int64_t a_rs = sa[sa.size() - 2], a_cs = sa[sa.size() - 1], b_rs = sb[sb.size() - 2], b_cs = sb[sb.size() - 1];
+  // When every item multiplies the same B and A's items follow each other M rows apart (a Linear layer on
+  // [batch, tokens, features]), the batch is one product of nb * M rows: B is packed once, rows split over threads.
+  bool one_product = nb > 0;
+  for (int64_t i = 0; i < nb; ++i)
+    one_product = one_product && offs_b[size_t(i)] == offs_b[0] && offs_a[size_t(i)] == offs_a[0] + i * M * a_rs;
   ENG_DISPATCH(a.dtype(), T, {
     const T* pa = static_cast<const T*>(a.storage()->data);
     const T* pb = static_cast<const T*>(b.storage()->data);
     T* pc = out.data<T>();
-    // Parallel over (batch, row block) so that a single large matrix also uses every thread.
-    const int64_t rb = 64, blocks = (M + rb - 1) / rb;
-    parallel_for(0, nb * blocks, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t t = lo; t < hi; ++t) {
-        int64_t i = t / blocks, m0 = (t % blocks) * rb;
-        GemmArgs<T> g;
-        g.M = std::min(rb, M - m0);
-        g.N = N;
-        g.K = K;
-        g.A = pa + offs_a[size_t(i)] + m0 * sa[sa.size() - 2];
-        g.a_rs = sa[sa.size() - 2];
-        g.a_cs = sa[sa.size() - 1];
-        g.B = pb + offs_b[size_t(i)];
-        g.b_rs = sb[sb.size() - 2];
-        g.b_cs = sb[sb.size() - 1];
-        g.C = pc + i * M * N + m0 * N;
-        g.c_rs = N;
-        gemm(g);
-      }
-    });
+    auto product = [&](int64_t i, int64_t rows) {
+      GemmArgs<T> g;
+      g.M = rows, g.N = N, g.K = K;
+      g.A = pa + offs_a[size_t(i)], g.a_rs = a_rs, g.a_cs = a_cs;
+      g.B = pb + offs_b[size_t(i)], g.b_rs = b_rs, g.b_cs = b_cs;
+      g.C = pc + i * M * N, g.c_rs = N;
+      gemm(g);
+    };
+    // gemm splits a large product over the threads itself; many items go one per thread instead. The
+    // bits are the same either way (ops/gemm.h).
+    if (one_product)
+      product(0, nb * M);
+    else if (nb >= 2 * num_threads())
+      parallel_for(0, nb, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) product(i, M);
+      });
+    else
+      for (int64_t i = 0; i < nb; ++i) product(i, M);
   });
   return out;
 }

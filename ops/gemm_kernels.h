@@ -1,0 +1,39 @@
+// Internal to the GEMM: the register-tile micro-kernels the driver in ops/gemm.cpp runs, one set per
+// instruction-set level (ops/gemm_kernels_avx512.cpp, ops/gemm_kernels_avx2.cpp; the portable one is in
+// gemm.cpp), with the cache blocking that suits each.
+#pragma once
+#include <cstdint>
+
+namespace eng::gemm_detail {
+
+// c[mr x nr] (row stride ldc) = (load_c ? c : 0) + a · b over k in 0..K, where a(r, k) = a[r * a_rs + k * a_cs]
+// and row k of b is the nr values at b + k * ldb. Every element is one multiply-add chain in k order,
+// starting from c or 0: the driver relies on this to give equal bits however it splits the work.
+// Packed A panels are passed as a_rs = 1, a_cs = mr, and kernels specialise that case.
+template <class T>
+using MicroKernel = void (*)(int64_t K, const T* a, int64_t a_rs, int64_t a_cs, const T* b, int64_t ldb, T* c,
+                             int64_t ldc, bool load_c);
+
+// dst[k * ld + r] = (r < rows ? src[r * rs + k] : 0) for k < kc, r < width, rows <= width <= 8: packs up to 8
+// rows that run along k (A as stored, B transposed) into a k-major panel, zero-padding the missing rows.
+template <class T>
+using TransposeFn = void (*)(const T* src, int64_t rs, int64_t rows, int64_t width, int64_t kc, T* dst, int64_t ld);
+
+template <class T>
+struct KernelSet {
+  int64_t mr = 0, nr = 0;  // register tile
+  int64_t kc = 0;          // k slice: an mr x kc panel of A stays in L1
+  int64_t nc = 0;          // columns of packed B swept per A panel: kc x nc stays in L2
+  int64_t mc = 0;          // rows of A per job (a multiple of mr)
+  MicroKernel<T> kernel = nullptr;
+  TransposeFn<T> transpose = nullptr;
+};
+
+#if defined(__x86_64__)
+KernelSet<float> avx512_kernels();
+KernelSet<float> avx2_kernels();
+// With AVX2 (so for the AVX-512 set too): 8 x 8 in-register transposes, for widths 8 and 6.
+void transpose_avx2(const float* src, int64_t rs, int64_t rows, int64_t width, int64_t kc, float* dst, int64_t ld);
+#endif
+
+}  // namespace eng::gemm_detail
