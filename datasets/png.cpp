@@ -52,20 +52,38 @@ std::vector<uint8_t> encode_png(const Picture& p) {
             "png: picture ", p.width, "x", p.height, "x", p.channels, " is empty or too large");
   ENG_CHECK(int64_t(p.pixels.size()) == p.width * p.height * p.channels, "png: ", p.pixels.size(),
             " pixel bytes for a ", p.width, "x", p.height, "x", p.channels, " picture");
+  const size_t colours = p.palette.size() / 3;
+  ENG_CHECK(p.palette.size() % 3 == 0 && colours <= 256 && (colours == 0 || p.channels == 1), "png: a palette holds "
+            "1 to 256 RGB triples for a one-channel picture of indices, got ", p.palette.size(), " bytes and ",
+            p.channels, " channels");
+  int bits = 8;
+  if (colours > 0)
+    for (bits = 1; (size_t(1) << bits) < colours;) bits *= 2;
   std::vector<uint8_t> out = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
   std::vector<uint8_t> ihdr;
   put32(ihdr, uint32_t(p.width));
   put32(ihdr, uint32_t(p.height));
-  // bit depth 8, colour type 0 (gray) or 2 (RGB), compression 0, filter method 0, no interlace
-  ihdr.insert(ihdr.end(), {8, uint8_t(p.channels == 1 ? 0 : 2), 0, 0, 0});
+  // bit depth, colour type 0 (gray), 2 (RGB) or 3 (palette), compression 0, filter method 0, no interlace
+  ihdr.insert(ihdr.end(), {uint8_t(bits), uint8_t(colours > 0 ? 3 : p.channels == 1 ? 0 : 2), 0, 0, 0});
   chunk(out, "IHDR", ihdr);
+  if (colours > 0) chunk(out, "PLTE", p.palette);
   const size_t row = size_t(p.width * p.channels);
   std::vector<uint8_t> raw;
   raw.reserve((row + 1) * size_t(p.height));
   for (int64_t y = 0; y < p.height; ++y) {
     raw.push_back(0);  // filter type 0: the row as it is
-    raw.insert(raw.end(), p.pixels.begin() + std::ptrdiff_t(size_t(y) * row),
-               p.pixels.begin() + std::ptrdiff_t(size_t(y + 1) * row));
+    if (colours == 0) {
+      raw.insert(raw.end(), p.pixels.begin() + std::ptrdiff_t(size_t(y) * row),
+                 p.pixels.begin() + std::ptrdiff_t(size_t(y + 1) * row));
+      continue;
+    }
+    for (int64_t x = 0; x < p.width; ++x) {  // indices packed from the high bits of each byte
+      const uint8_t v = p.pixels[size_t(y * p.width + x)];
+      ENG_CHECK(v < colours, "png: pixel index ", int(v), " outside the palette of ", colours, " colours");
+      const int64_t bit = x * bits % 8;
+      if (bit == 0) raw.push_back(0);
+      raw.back() |= uint8_t(v << (8 - bits - bit));
+    }
   }
   chunk(out, "IDAT", zlib_stored(raw));
   chunk(out, "IEND", {});

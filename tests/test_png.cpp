@@ -74,10 +74,10 @@ void check_round_trip(const Picture& pic) {
 }  // namespace
 
 TEST_CASE("png: grayscale and RGB pictures read back exactly") {
-  Picture gray{3, 2, 1, {0, 10, 20, 30, 40, 255}};
+  Picture gray{3, 2, 1, {0, 10, 20, 30, 40, 255}, {}};
   check_round_trip(gray);
   // 300 x 100 RGB: 90,100 bytes of rows, so the stream holds two stored blocks
-  Picture rgb{300, 100, 3, {}};
+  Picture rgb{300, 100, 3, {}, {}};
   for (int64_t i = 0; i < 300 * 100 * 3; ++i) rgb.pixels.push_back(uint8_t(i * 7 % 256));
   check_round_trip(rgb);
 }
@@ -85,14 +85,14 @@ TEST_CASE("png: grayscale and RGB pictures read back exactly") {
 TEST_CASE("png: writes atomically and names the file on failure") {
   eng::test::TempDir dir;
   const std::string f = dir.file("p.png");
-  Picture pic{2, 2, 1, {1, 2, 3, 4}};
+  Picture pic{2, 2, 1, {1, 2, 3, 4}, {}};
   write_png(f, pic);
   CHECK(read_file_bytes(f, "test") == encode_png(pic));
   CHECK(!std::filesystem::exists(f + ".tmp"));
   const std::string nowhere = dir.file("no/such/dir/p.png");
   CHECK_THROWS_WITH(write_png(nowhere, pic), doctest::Contains(("png: " + nowhere + ": cannot create").c_str()));
-  CHECK_THROWS_WITH(encode_png(Picture{2, 2, 2, {}}), "png: channels must be 1 (grayscale) or 3 (RGB), got 2");
-  CHECK_THROWS_WITH(encode_png(Picture{2, 2, 1, {1}}), "png: 1 pixel bytes for a 2x2x1 picture");
+  CHECK_THROWS_WITH(encode_png(Picture{2, 2, 2, {}, {}}), "png: channels must be 1 (grayscale) or 3 (RGB), got 2");
+  CHECK_THROWS_WITH(encode_png(Picture{2, 2, 1, {1}, {}}), "png: 1 pixel bytes for a 2x2x1 picture");
 }
 
 TEST_CASE("png: image_grid tiles images with padding, rounding and clamping") {
@@ -111,4 +111,17 @@ TEST_CASE("png: image_grid tiles images with padding, rounding and clamping") {
   CHECK(g.pixels == want);
   CHECK_THROWS_WITH(image_grid(zeros({2, 2, 2, 2}), 1),
                     "image_grid: images must be [N, C, H, W] with N >= 1 and C = 1 or 3, got [2, 2, 2, 2]");
+}
+
+TEST_CASE("png: palette pictures pack indices at the fewest bits the palette needs") {
+  Picture p{5, 2, 1, {0, 1, 2, 3, 0, 3, 2, 1, 0, 3}, {0, 0, 0, 255, 0, 0, 0, 255, 0, 0, 0, 255}};
+  const std::vector<uint8_t> png = encode_png(p);
+  CHECK(png[24] == 2);  // IHDR bit depth: 4 colours -> 2 bits
+  CHECK(png[25] == 3);  // colour type 3: palette
+  const std::string bytes(png.begin(), png.end());
+  CHECK(bytes.find("PLTE") != std::string::npos);
+  p.pixels[0] = 4;
+  CHECK_THROWS_WITH(encode_png(p), doctest::Contains("pixel index 4 outside the palette of 4 colours"));
+  Picture rgb_palette{1, 1, 3, {0, 0, 0}, {0, 0, 0}};
+  CHECK_THROWS_WITH(encode_png(rgb_palette), doctest::Contains("a palette holds"));
 }

@@ -1,0 +1,69 @@
+#include "models/attention/sparse_attention.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/error.h"
+#include "ops/attention_block_sparse.h"
+
+namespace eng {
+namespace {
+constexpr int64_t kMaxBlock = 256;  // a thread holds two block x block tiles
+constexpr size_t kMaxCached = 8;    // layouts kept per variant instance
+}  // namespace
+
+int64_t sparse_block(const AttentionConfig& c, const std::string& variant) {
+  const int64_t b = int_option(c, variant, "block", 64, 1);
+  ENG_CHECK(b <= kMaxBlock, "attention '", variant, "': option block must be <= ", kMaxBlock, ", got ", b);
+  return b;
+}
+
+SparseAttention::SparseAttention(std::string name, const AttentionConfig& config, PatternBuilder builder,
+                                 std::string no_causal)
+    : name_(std::move(name)),
+      no_causal_(std::move(no_causal)),
+      builder_(std::move(builder)),
+      block_(sparse_block(config, name_)),
+      causal_(config.causal) {
+  if (!no_causal_.empty()) refuse_causal(config, name_, no_causal_);
+  if (config.options.items().count("scale")) {
+    scale_ = config.options.get_double("scale", 0.0);
+    ENG_CHECK(scale_ > 0 && std::isfinite(scale_), "attention '", name_, "': option scale must be > 0, got ", scale_);
+  }
+}
+
+std::shared_ptr<const BlockSparseLayout> SparseAttention::layout(int64_t heads, int64_t Lq, int64_t Lk,
+                                                                 int64_t query_offset, bool causal) {
+  ENG_CHECK(query_offset >= 0 && Lq + query_offset <= Lk, "attention '", name_,
+            "': a position-based pattern needs its queries inside the key sequence, got ", Lq,
+            " queries from position ", query_offset, " against ", Lk, " keys");
+  ENG_CHECK(!causal || no_causal_.empty(), "attention '", name_, "': no causal form (", no_causal_, ")");
+  const auto key = std::make_tuple(heads, Lq, Lk, query_offset, causal);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second;
+  const PatternPtr p = builder_(PatternGeometry{Lk, heads, block_, causal});
+  const int64_t bs = block_, off = query_offset;
+  // Query block qb of the input holds positions off + qb * bs ..: the pattern's blocks it overlaps answer for it.
+  auto list = [&](int64_t h, int64_t qb, std::vector<int64_t>& out) {
+    const int64_t first = qb * bs + off, last = std::min(Lq, (qb + 1) * bs) - 1 + off;
+    for (int64_t pb = first / bs; pb <= last / bs; ++pb) p->key_blocks(h, pb, out);
+  };
+  auto rule = [&](int64_t h, int64_t i, int64_t j) { return p->allowed(h, i + off, j); };
+  auto made = std::make_shared<const BlockSparseLayout>(build_block_sparse_layout(p->heads(), Lq, Lk, bs, list, rule));
+  if (cache_.size() >= kMaxCached) cache_.clear();
+  cache_[key] = made;
+  return made;
+}
+
+Tensor SparseAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
+  check_qkv(q, k, v, name_.c_str());
+  ENG_CHECK(!mask.keep.defined() && !mask.bias.defined(), "attention '", name_,
+            "': dense keep and bias masks are not supported (the pattern is the mask)");
+  const double scale = scale_ > 0 ? scale_ : 1.0 / std::sqrt(double(q.size(3)));
+  AttentionMask m = mask;
+  m.causal = false;  // the pattern's rule decides causality
+  return block_sparse_attention(
+      q, k, v, m, layout(q.size(1), q.size(2), k.size(2), mask.query_offset, causal_ || mask.causal), scale);
+}
+
+}  // namespace eng
