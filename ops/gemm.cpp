@@ -163,6 +163,31 @@ void run_tile(const KernelSet<T>& ks, int64_t K, const T* a, int64_t a_rs, int64
   for (int64_t r = 0; r < rows; ++r) std::copy(tmp + r * ks.nr, tmp + r * ks.nr + cols, c + r * ldc);
 }
 
+// A row or two times a B whose columns are contiguous along k (x Wᵀ for a Linear layer's weight W, as in
+// generation at batch 1): each C element is a dot product over contiguous memory, read once, no packing.
+// Eight partial sums in a fixed order, so the result does not depend on the thread split.
+constexpr int64_t kDotRows = 2;
+
+template <class T>
+void gemm_dots(const GemmArgs<T>& g, bool threaded) {
+  parallel_for(0, g.N, threaded ? std::max<int64_t>(1, g.N / 64) : g.N, [&](int64_t lo, int64_t hi) {
+    for (int64_t m = 0; m < g.M; ++m) {
+      const T* a = g.A + m * g.a_rs;
+      for (int64_t n = lo; n < hi; ++n) {
+        const T* b = g.B + n * g.b_cs;
+        T part[8] = {};
+        int64_t k = 0;
+        for (; k + 8 <= g.K; k += 8)
+          for (int j = 0; j < 8; ++j) part[j] += a[k + j] * b[k + j];
+        T acc = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+        for (; k < g.K; ++k) acc += a[k] * b[k];
+        T* c = g.C + m * g.c_rs + n;
+        *c = g.accumulate ? *c + acc : acc;
+      }
+    }
+  });
+}
+
 // Small products, and those with few rows (B would be packed for little reuse): A is read in place (only the
 // rows past the last full tile are packed), B too when its rows are contiguous, else one panel at a time.
 template <class T>
@@ -281,7 +306,9 @@ void gemm_with(const GemmArgs<T>& g, const KernelSet<T>& ks) {
     return;
   }
   const int64_t work = g.M * g.N * g.K;
-  if (work <= kSmallWork || g.M <= 4 * ks.mr)
+  if (g.M <= kDotRows && g.a_cs == 1 && g.b_rs == 1)
+    gemm_dots(g, work >= kThreadWork / 32);  // memory-bound: both cores stream W
+  else if (work <= kSmallWork || g.M <= 4 * ks.mr)
     gemm_small(g, ks, work >= kThreadWork);
   else
     gemm_packed(g, ks, work >= kThreadWork);

@@ -26,8 +26,9 @@ void gemm_reference(const GemmArgs<T>& g);
 
 // Called outside a parallel region, a large product is split over the thread pool; inside one (a caller
 // that parallelises over batches) it runs on the calling thread. The bits of the result depend on the
-// kernel level only, never on the thread count or on how the work is split: each C element is one
-// multiply-add chain in k order, starting from C (accumulate) or 0, whichever path computes it.
+// kernel level and the shape only, never on the thread count or on how the work is split: each C element
+// is one multiply-add chain in k order, starting from C (accumulate) or 0 — except products of one or two
+// rows against a B whose columns are contiguous, which take eight partial sums in a fixed order.
 template <class T>
 void gemm(const GemmArgs<T>& g);
 
