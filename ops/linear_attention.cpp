@@ -132,6 +132,23 @@ void absorb(const Problem<T>& P, Chunk<T>& c, int64_t rows) {
   tile_product<T>(P.M, P.E, rows, c.fk.data(), 1, P.M, c.ve.data(), P.E, 1, c.s.data(), P.E, true);
 }
 
+// φ(K) and V⁺ of key rows r0 .. r0+rows into the chunk.
+template <class T>
+void load_keys(const Problem<T>& P, Chunk<T>& c, int64_t b, int64_t h, int64_t r0, int64_t rows, int64_t kend) {
+  load_features(P, P.k, b, h, r0, rows, kend, c.fk.data());
+  load_values(P, b, h, r0, rows, c.ve.data());
+}
+
+// S⁺ over every key: the non-causal state.
+template <class T>
+void absorb_all_keys(const Problem<T>& P, Chunk<T>& c, int64_t b, int64_t h, int64_t kend) {
+  for (int64_t r0 = 0; r0 < P.L; r0 += kChunk) {
+    const int64_t rows = std::min(kChunk, P.L - r0);
+    load_keys(P, c, b, h, r0, rows, kend);
+    absorb(P, c, rows);
+  }
+}
+
 // ∂L/∂φ(x) in `grad` [rows, M] -> ∂L/∂x rows r0 .. of dst (contiguous [.., M]), with φ(x) of those rows in
 // `phi` (elu+1's slope below 0 is exp(x) = φ(x), so no exp is recomputed); padded rows get 0.
 template <class T>
@@ -162,20 +179,13 @@ template <class T>
 void forward_head(const Problem<T>& P, bool causal, int64_t bh, T* out, T* den) {
   const int64_t b = bh / P.H, h = bh % P.H, M = P.M, E = P.E, kend = P.key_end(b);
   Chunk<T> c(M, E);
-  if (!causal)  // the whole state first
-    for (int64_t r0 = 0; r0 < P.L; r0 += kChunk) {
-      const int64_t rows = std::min(kChunk, P.L - r0);
-      load_features(P, P.k, b, h, r0, rows, kend, c.fk.data());
-      load_values(P, b, h, r0, rows, c.ve.data());
-      absorb(P, c, rows);
-    }
+  if (!causal) absorb_all_keys(P, c, b, h, kend);  // the whole state first
   for (int64_t r0 = 0; r0 < P.N; r0 += kChunk) {
     const int64_t rows = std::min(kChunk, P.N - r0);
     load_features(P, P.q, b, h, r0, rows, P.N, c.fq.data());
     tile_product<T>(rows, E, M, c.fq.data(), M, 1, c.s.data(), E, 1, c.y.data(), E, false);  // Y = Fq S⁺_prev
     if (causal) {  // Y += tril(Fq Fkᵀ) V⁺ within the chunk, then S⁺ absorbs the chunk
-      load_features(P, P.k, b, h, r0, rows, kend, c.fk.data());
-      load_values(P, b, h, r0, rows, c.ve.data());
+      load_keys(P, c, b, h, r0, rows, kend);
       tile_product<T>(rows, rows, M, c.fq.data(), M, 1, c.fk.data(), 1, M, c.a.data(), rows, false);
       keep_triangle(c.a.data(), rows, true);
       tile_product<T>(rows, E, rows, c.a.data(), rows, 1, c.ve.data(), E, 1, c.y.data(), E, true);
@@ -196,20 +206,13 @@ template <class T>
 void backward_queries(const Problem<T>& P, bool causal, int64_t bh, const T* go, const T* out, const T* den, T* dq) {
   const int64_t b = bh / P.H, h = bh % P.H, M = P.M, E = P.E, kend = P.key_end(b);
   Chunk<T> c(M, E);
-  if (!causal)
-    for (int64_t r0 = 0; r0 < P.L; r0 += kChunk) {
-      const int64_t rows = std::min(kChunk, P.L - r0);
-      load_features(P, P.k, b, h, r0, rows, kend, c.fk.data());
-      load_values(P, b, h, r0, rows, c.ve.data());
-      absorb(P, c, rows);
-    }
+  if (!causal) absorb_all_keys(P, c, b, h, kend);
   for (int64_t r0 = 0; r0 < P.N; r0 += kChunk) {
     const int64_t rows = std::min(kChunk, P.N - r0);
     load_output_grad(P, go, out, den, bh, r0, rows, c.ge.data());
     tile_product<T>(rows, M, E, c.ge.data(), E, 1, c.s.data(), 1, E, c.grad.data(), M, false);  // G⁺ S⁺ᵀ
     if (causal) {  // + tril(G⁺ V⁺ᵀ) Fk within the chunk
-      load_features(P, P.k, b, h, r0, rows, kend, c.fk.data());
-      load_values(P, b, h, r0, rows, c.ve.data());
+      load_keys(P, c, b, h, r0, rows, kend);
       tile_product<T>(rows, rows, E, c.ge.data(), E, 1, c.ve.data(), 1, E, c.a.data(), rows, false);
       keep_triangle(c.a.data(), rows, true);
       tile_product<T>(rows, M, rows, c.a.data(), rows, 1, c.fk.data(), M, 1, c.grad.data(), M, true);
@@ -237,8 +240,7 @@ void backward_keys(const Problem<T>& P, bool causal, int64_t bh, const T* go, co
     for (int64_t r0 = 0; r0 < P.N; r0 += kChunk) absorb_queries(r0, std::min(kChunk, P.N - r0));
   for (int64_t r0 = last; r0 >= 0; r0 -= kChunk) {
     const int64_t rows = std::min(kChunk, P.L - r0);
-    load_features(P, P.k, b, h, r0, rows, kend, c.fk.data());
-    load_values(P, b, h, r0, rows, c.ve.data());
+    load_keys(P, c, b, h, r0, rows, kend);
     // ∂L/∂v⁺ = Fk R⁺ (+ triu(Fk Fqᵀ) G⁺ within the chunk), into y.
     tile_product<T>(rows, E, M, c.fk.data(), M, 1, c.s.data(), E, 1, c.y.data(), E, false);
     // ∂L/∂φ(k) = V⁺ R⁺ᵀ (+ triu(V⁺ G⁺ᵀ) Fq within the chunk), into grad.
