@@ -293,8 +293,10 @@ TEST_CASE("softmax attention: options, registry and errors") {
   cfg.options.set("scale", "0.3");
   CHECK(eng::test::max_abs_diff(make_attention("softmax", cfg)->forward(x.q, x.k, x.v, {}),
                                 flash_attention(x.q, x.k, x.v, {}, 0.3)) < 1e-12);
-  cfg.options.set("window", "4");
+  cfg.options.set_pair("window=4", "test");
   CHECK_THROWS_WITH(make_attention("softmax", cfg), "attention 'softmax': unknown option 'window'");
+  CHECK_THROWS_WITH(cfg.options.set_pair("window", "test"), "test: --attn-opt expects name=value, got 'window'");
+  CHECK_THROWS_WITH(cfg.options.set_pair("=4", "test"), "test: --attn-opt expects name=value, got '=4'");
   AttentionConfig bad;
   bad.options.set("impl", "fast");
   CHECK_THROWS_WITH(make_attention("softmax", bad), "attention 'softmax': option impl must be auto, flash or naive, got 'fast'");

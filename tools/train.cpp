@@ -240,11 +240,7 @@ int run(int argc, char** argv) {
   c.d_ff = d_ff > 0 ? d_ff : 4 * d_model;
   c.dropout = dropout;
   c.attention = attention;
-  for (const std::string& kv : attn_opts) {
-    auto eq = kv.find('=');
-    ENG_CHECK(eq != std::string::npos && eq > 0, "train: --attn-opt expects name=value, got '", kv, "'");
-    c.attention_options.set(kv.substr(0, eq), kv.substr(eq + 1));
-  }
+  for (const std::string& kv : attn_opts) c.attention_options.set_pair(kv, "train");
   ENG_CHECK(norm == "pre" || norm == "post", "train: --norm must be pre or post, got '", norm, "'");
   ENG_CHECK(norm_type == "layer" || norm_type == "rms", "train: --norm-type must be layer or rms, got '", norm_type, "'");
   c.pre_norm = norm == "pre";

@@ -25,6 +25,8 @@ class AttentionOptions {
   AttentionOptions() = default;
   explicit AttentionOptions(std::map<std::string, std::string> kv) : kv_(std::move(kv)) {}
   void set(const std::string& key, const std::string& value) { kv_[key] = value; }
+  // Sets from "name=value" (a --attn-opt flag); `who` names the tool in the error for a malformed pair.
+  void set_pair(const std::string& pair, const std::string& who);
   int64_t get_int(const std::string& key, int64_t fallback) const;
   double get_double(const std::string& key, double fallback) const;
   std::string get_string(const std::string& key, const std::string& fallback) const;

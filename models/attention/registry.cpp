@@ -17,6 +17,12 @@ std::map<std::string, Entry>& registry() {
 
 }  // namespace
 
+void AttentionOptions::set_pair(const std::string& pair, const std::string& who) {
+  const size_t eq = pair.find('=');
+  ENG_CHECK(eq != std::string::npos && eq > 0, who, ": --attn-opt expects name=value, got '", pair, "'");
+  set(pair.substr(0, eq), pair.substr(eq + 1));
+}
+
 int64_t AttentionOptions::get_int(const std::string& key, int64_t fallback) const {
   auto it = kv_.find(key);
   if (it == kv_.end()) return fallback;

@@ -96,6 +96,7 @@ int bench_attention(int argc, char** argv) {
   auto& reps = cli.add_int("reps", 3, "repetitions per point (the median is reported)");
   auto& threads = cli.add_int("threads", 2, "threads");
   auto& svg = cli.add_string("svg", "", "also write a log-log plot of time per sample to this SVG file");
+  auto& opts = cli.add_list("attn-opt", "an option name=value given to every listed variant (e.g. window=2048)");
   if (!cli.parse(argc, argv, 2)) return 0;
   set_num_threads(int(threads));
   const std::vector<Spec> specs = parse_specs(variants);
@@ -105,6 +106,7 @@ int bench_attention(int argc, char** argv) {
     c.heads = heads;
     c.head_dim = dim;
     c.causal = s.causal;
+    for (const std::string& kv : opts) c.options.set_pair(kv, "bench attention");
     mechs.push_back(make_attention(s.variant, c));
   }
   std::printf("bench attention: %lld heads, head dim %lld, f32, %d threads, %s; time (ms) and peak memory (MiB) per "

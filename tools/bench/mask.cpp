@@ -34,11 +34,7 @@ int bench_mask(int argc, char** argv) {
   AttentionConfig c;
   c.heads = heads;
   c.causal = causal;
-  for (const std::string& kv : opts) {
-    const size_t eq = kv.find('=');
-    ENG_CHECK(eq != std::string::npos && eq > 0, "bench mask: --attn-opt expects name=value, got '", kv, "'");
-    c.options.set(kv.substr(0, eq), kv.substr(eq + 1));
-  }
+  for (const std::string& kv : opts) c.options.set_pair(kv, "bench mask");
   auto attn = make_attention(name, c);
   auto* sparse = dynamic_cast<SparseAttention*>(attn.get());
   ENG_CHECK(sparse, "bench mask: attention '", name, "' is not a position-based sparse pattern");
