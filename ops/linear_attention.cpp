@@ -50,6 +50,7 @@ T feature(T x, LinearFeature f) {
 template <class T>
 struct Problem {
   int64_t B = 0, H = 0, N = 0, L = 0, M = 0, Dv = 0, E = 0;
+  DType dtype = DType::F32;
   Rows<T> q, k, v;
   LinearFeature f = LinearFeature::EluPlusOne;
   T eps = 0;
@@ -139,16 +140,6 @@ void load_keys(const Problem<T>& P, Chunk<T>& c, int64_t b, int64_t h, int64_t r
   load_values(P, b, h, r0, rows, c.ve.data());
 }
 
-// S⁺ over every key: the non-causal state.
-template <class T>
-void absorb_all_keys(const Problem<T>& P, Chunk<T>& c, int64_t b, int64_t h, int64_t kend) {
-  for (int64_t r0 = 0; r0 < P.L; r0 += kChunk) {
-    const int64_t rows = std::min(kChunk, P.L - r0);
-    load_keys(P, c, b, h, r0, rows, kend);
-    absorb(P, c, rows);
-  }
-}
-
 // ∂L/∂φ(x) in `grad` [rows, M] -> ∂L/∂x rows r0 .. of dst (contiguous [.., M]), with φ(x) of those rows in
 // `phi` (elu+1's slope below 0 is exp(x) = φ(x), so no exp is recomputed); padded rows get 0.
 template <class T>
@@ -163,103 +154,151 @@ void store_input_grad(const Problem<T>& P, const Rows<T>& x, int64_t b, int64_t 
       std::fill(d, d + P.M, T(0));
       continue;
     }
-    switch (P.f) {  // one loop per map, so that each vectorises
+    switch (P.f) {  // one loop per map, both operands loaded unconditionally, so that each vectorises
       case LinearFeature::EluPlusOne:
-        for (int64_t c = 0; c < P.M; ++c) d[c] = g[c] * (src[c] > 0 ? T(1) : f[c]);  // slope exp(x) = φ(x) below 0
+        for (int64_t c = 0; c < P.M; ++c) {
+          const T gc = g[c], fc = f[c];
+          d[c] = src[c] > 0 ? gc : gc * fc;  // the slope below 0 is exp(x) = φ(x)
+        }
         break;
       case LinearFeature::Relu:
-        for (int64_t c = 0; c < P.M; ++c) d[c] = src[c] > 0 ? g[c] : T(0);
+        for (int64_t c = 0; c < P.M; ++c) {
+          const T gc = g[c];
+          d[c] = src[c] > 0 ? gc : T(0);
+        }
         break;
       case LinearFeature::Identity: std::copy(g, g + P.M, d); break;
     }
   }
 }
 
+// Output rows r0 .. r0+rows from Y⁺ [rows, E]: out = Y[:Dv] / d, d = Y[Dv] + eps, kept for the backward.
 template <class T>
-void forward_head(const Problem<T>& P, bool causal, int64_t bh, T* out, T* den) {
+void store_output(const Problem<T>& P, int64_t bh, int64_t r0, int64_t rows, const T* y, T* out, T* den) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t row = bh * P.N + r0 + i;
+    const T* yi = y + i * P.E;
+    const T d = yi[P.Dv] + P.eps;
+    den[row] = d;
+    for (int64_t j = 0; j < P.Dv; ++j) out[row * P.Dv + j] = yi[j] / d;
+  }
+}
+
+// ∂L/∂v rows r0 .. r0+rows: the first Dv columns of ∂L/∂V⁺ [rows, E].
+template <class T>
+void store_values_grad(const Problem<T>& P, int64_t bh, int64_t r0, int64_t rows, const T* gv, T* dv) {
+  for (int64_t i = 0; i < rows; ++i) std::copy(gv + i * P.E, gv + i * P.E + P.Dv, dv + (bh * P.L + r0 + i) * P.Dv);
+}
+
+// Causal forward of one head, chunk by chunk.
+template <class T>
+void forward_head(const Problem<T>& P, int64_t bh, T* out, T* den) {
   const int64_t b = bh / P.H, h = bh % P.H, M = P.M, E = P.E, kend = P.key_end(b);
   Chunk<T> c(M, E);
-  if (!causal) absorb_all_keys(P, c, b, h, kend);  // the whole state first
   for (int64_t r0 = 0; r0 < P.N; r0 += kChunk) {
     const int64_t rows = std::min(kChunk, P.N - r0);
     load_features(P, P.q, b, h, r0, rows, P.N, c.fq.data());
     tile_product<T>(rows, E, M, c.fq.data(), M, 1, c.s.data(), E, 1, c.y.data(), E, false);  // Y = Fq S⁺_prev
-    if (causal) {  // Y += tril(Fq Fkᵀ) V⁺ within the chunk, then S⁺ absorbs the chunk
-      load_keys(P, c, b, h, r0, rows, kend);
-      tile_product<T>(rows, rows, M, c.fq.data(), M, 1, c.fk.data(), 1, M, c.a.data(), rows, false);
-      keep_triangle(c.a.data(), rows, true);
-      tile_product<T>(rows, E, rows, c.a.data(), rows, 1, c.ve.data(), E, 1, c.y.data(), E, true);
-      absorb(P, c, rows);
-    }
-    for (int64_t i = 0; i < rows; ++i) {
-      const int64_t row = bh * P.N + r0 + i;
-      const T* y = c.y.data() + i * E;
-      const T d = y[P.Dv] + P.eps;
-      den[row] = d;
-      for (int64_t j = 0; j < P.Dv; ++j) out[row * P.Dv + j] = y[j] / d;
-    }
+    // Y += tril(Fq Fkᵀ) V⁺ within the chunk, then S⁺ absorbs the chunk
+    load_keys(P, c, b, h, r0, rows, kend);
+    tile_product<T>(rows, rows, M, c.fq.data(), M, 1, c.fk.data(), 1, M, c.a.data(), rows, false);
+    keep_triangle(c.a.data(), rows, true);
+    tile_product<T>(rows, E, rows, c.a.data(), rows, 1, c.ve.data(), E, 1, c.y.data(), E, true);
+    absorb(P, c, rows);
+    store_output(P, bh, r0, rows, c.y.data(), out, den);
   }
 }
 
-// ∇q: the prefix pass. ∂L/∂φ(q_i) = G⁺_i S⁺_iᵀ, with S⁺_i = Σ_{j<=i} φ(k_j) v⁺_jᵀ (all j when not causal).
+// ∇q: the prefix pass. ∂L/∂φ(q_i) = G⁺_i S⁺_iᵀ, with S⁺_i = Σ_{j<=i} φ(k_j) v⁺_jᵀ.
 template <class T>
-void backward_queries(const Problem<T>& P, bool causal, int64_t bh, const T* go, const T* out, const T* den, T* dq) {
+void backward_queries(const Problem<T>& P, int64_t bh, const T* go, const T* out, const T* den, T* dq) {
   const int64_t b = bh / P.H, h = bh % P.H, M = P.M, E = P.E, kend = P.key_end(b);
   Chunk<T> c(M, E);
-  if (!causal) absorb_all_keys(P, c, b, h, kend);
   for (int64_t r0 = 0; r0 < P.N; r0 += kChunk) {
     const int64_t rows = std::min(kChunk, P.N - r0);
     load_output_grad(P, go, out, den, bh, r0, rows, c.ge.data());
     tile_product<T>(rows, M, E, c.ge.data(), E, 1, c.s.data(), 1, E, c.grad.data(), M, false);  // G⁺ S⁺ᵀ
-    if (causal) {  // + tril(G⁺ V⁺ᵀ) Fk within the chunk
-      load_keys(P, c, b, h, r0, rows, kend);
-      tile_product<T>(rows, rows, E, c.ge.data(), E, 1, c.ve.data(), 1, E, c.a.data(), rows, false);
-      keep_triangle(c.a.data(), rows, true);
-      tile_product<T>(rows, M, rows, c.a.data(), rows, 1, c.fk.data(), M, 1, c.grad.data(), M, true);
-      absorb(P, c, rows);
-    }
+    // + tril(G⁺ V⁺ᵀ) Fk within the chunk
+    load_keys(P, c, b, h, r0, rows, kend);
+    tile_product<T>(rows, rows, E, c.ge.data(), E, 1, c.ve.data(), 1, E, c.a.data(), rows, false);
+    keep_triangle(c.a.data(), rows, true);
+    tile_product<T>(rows, M, rows, c.a.data(), rows, 1, c.fk.data(), M, 1, c.grad.data(), M, true);
+    absorb(P, c, rows);
     load_features(P, P.q, b, h, r0, rows, P.N, c.fq.data());
     store_input_grad(P, P.q, b, h, r0, rows, P.N, c.fq.data(), c.grad.data(), dq + (bh * P.N + r0) * M);
   }
 }
 
-// ∇k and ∇v: the suffix pass, with R⁺_j = Σ_{i>=j} φ(q_i) G⁺_iᵀ (all i when not causal):
+// ∇k and ∇v: the suffix pass, with R⁺_j = Σ_{i>=j} φ(q_i) G⁺_iᵀ:
 // ∂L/∂φ(k_j) = R⁺_j v⁺_j and ∂L/∂v⁺_j = R⁺_jᵀ φ(k_j).
 template <class T>
-void backward_keys(const Problem<T>& P, bool causal, int64_t bh, const T* go, const T* out, const T* den, T* dk,
-                   T* dv) {
+void backward_keys(const Problem<T>& P, int64_t bh, const T* go, const T* out, const T* den, T* dk, T* dv) {
   const int64_t b = bh / P.H, h = bh % P.H, M = P.M, E = P.E, kend = P.key_end(b);
   Chunk<T> c(M, E);
-  auto absorb_queries = [&](int64_t r0, int64_t rows) {  // R⁺ += Fqᵀ G⁺
-    load_features(P, P.q, b, h, r0, rows, P.N, c.fq.data());
-    load_output_grad(P, go, out, den, bh, r0, rows, c.ge.data());
-    tile_product<T>(M, E, rows, c.fq.data(), 1, M, c.ge.data(), E, 1, c.s.data(), E, true);
-  };
-  const int64_t last = (P.L - 1) / kChunk * kChunk;
-  if (!causal)
-    for (int64_t r0 = 0; r0 < P.N; r0 += kChunk) absorb_queries(r0, std::min(kChunk, P.N - r0));
-  for (int64_t r0 = last; r0 >= 0; r0 -= kChunk) {
+  for (int64_t r0 = (P.L - 1) / kChunk * kChunk; r0 >= 0; r0 -= kChunk) {
     const int64_t rows = std::min(kChunk, P.L - r0);
     load_keys(P, c, b, h, r0, rows, kend);
-    // ∂L/∂v⁺ = Fk R⁺ (+ triu(Fk Fqᵀ) G⁺ within the chunk), into y.
+    load_features(P, P.q, b, h, r0, rows, P.N, c.fq.data());
+    load_output_grad(P, go, out, den, bh, r0, rows, c.ge.data());
+    // ∂L/∂v⁺ = Fk R⁺ + triu(Fk Fqᵀ) G⁺ within the chunk, into y.
     tile_product<T>(rows, E, M, c.fk.data(), M, 1, c.s.data(), E, 1, c.y.data(), E, false);
-    // ∂L/∂φ(k) = V⁺ R⁺ᵀ (+ triu(V⁺ G⁺ᵀ) Fq within the chunk), into grad.
+    tile_product<T>(rows, rows, M, c.fk.data(), M, 1, c.fq.data(), 1, M, c.a.data(), rows, false);
+    keep_triangle(c.a.data(), rows, false);
+    tile_product<T>(rows, E, rows, c.a.data(), rows, 1, c.ge.data(), E, 1, c.y.data(), E, true);
+    // ∂L/∂φ(k) = V⁺ R⁺ᵀ + triu(V⁺ G⁺ᵀ) Fq within the chunk, into grad.
     tile_product<T>(rows, M, E, c.ve.data(), E, 1, c.s.data(), 1, E, c.grad.data(), M, false);
-    if (causal) {
-      load_features(P, P.q, b, h, r0, rows, P.N, c.fq.data());
-      load_output_grad(P, go, out, den, bh, r0, rows, c.ge.data());
-      tile_product<T>(rows, rows, M, c.fk.data(), M, 1, c.fq.data(), 1, M, c.a.data(), rows, false);
-      keep_triangle(c.a.data(), rows, false);
-      tile_product<T>(rows, E, rows, c.a.data(), rows, 1, c.ge.data(), E, 1, c.y.data(), E, true);
-      tile_product<T>(rows, rows, E, c.ve.data(), E, 1, c.ge.data(), 1, E, c.a.data(), rows, false);
-      keep_triangle(c.a.data(), rows, false);
-      tile_product<T>(rows, M, rows, c.a.data(), rows, 1, c.fq.data(), M, 1, c.grad.data(), M, true);
-      tile_product<T>(M, E, rows, c.fq.data(), 1, M, c.ge.data(), E, 1, c.s.data(), E, true);
-    }
+    tile_product<T>(rows, rows, E, c.ve.data(), E, 1, c.ge.data(), 1, E, c.a.data(), rows, false);
+    keep_triangle(c.a.data(), rows, false);
+    tile_product<T>(rows, M, rows, c.a.data(), rows, 1, c.fq.data(), M, 1, c.grad.data(), M, true);
+    tile_product<T>(M, E, rows, c.fq.data(), 1, M, c.ge.data(), E, 1, c.s.data(), E, true);  // R⁺ += Fqᵀ G⁺
     store_input_grad(P, P.k, b, h, r0, rows, kend, c.fk.data(), c.grad.data(), dk + (bh * P.L + r0) * M);
-    for (int64_t i = 0; i < rows; ++i)
-      std::copy(c.y.data() + i * E, c.y.data() + i * E + P.Dv, dv + (bh * P.L + r0 + i) * P.Dv);
+    store_values_grad(P, bh, r0, rows, c.y.data(), dv);
   }
+}
+
+// Non-causal, one head: whole-sequence products over buffers of φ(Q), φ(K) [N, M] and V⁺, G⁺ [N, E]. The
+// buffers cost O(N·(M + E)) per thread while a head runs (tensors, so the allocator counts them); in exchange
+// every product has K = N or M = N and runs near the GEMM's peak, where 64-row chunks would not.
+template <class T>
+struct WholeHead {
+  const Problem<T>& P;
+  int64_t bh, b, h;
+  Tensor fq, fk, ve, s;  // φ(Q) [N, M], φ(K) [L, M], V⁺ [L, E], S⁺ = φ(K)ᵀ V⁺ [M, E]
+  WholeHead(const Problem<T>& p, int64_t bh_)
+      : P(p), bh(bh_), b(bh_ / p.H), h(bh_ % p.H), fq(empty({p.N, p.M}, p.dtype)), fk(empty({p.L, p.M}, p.dtype)),
+        ve(empty({p.L, p.E}, p.dtype)), s(empty({p.M, p.E}, p.dtype)) {
+    load_features(P, P.q, b, h, 0, P.N, P.N, fq.data<T>());
+    load_features(P, P.k, b, h, 0, P.L, P.key_end(b), fk.data<T>());
+    load_values(P, b, h, 0, P.L, ve.data<T>());
+    tile_product<T>(P.M, P.E, P.L, fk.data<T>(), 1, P.M, ve.data<T>(), P.E, 1, s.data<T>(), P.E, false);
+  }
+};
+
+template <class T>
+void forward_whole(const Problem<T>& P, int64_t bh, T* out, T* den) {
+  WholeHead<T> w(P, bh);
+  Tensor y = empty({P.N, P.E}, P.dtype);
+  tile_product<T>(P.N, P.E, P.M, w.fq.template data<T>(), P.M, 1, w.s.template data<T>(), P.E, 1, y.data<T>(), P.E,
+                  false);  // Y = φ(Q) S⁺
+  store_output(P, bh, 0, P.N, y.data<T>(), out, den);
+}
+
+// ∂L/∂φ(Q) = G⁺ S⁺ᵀ; with R⁺ = φ(Q)ᵀ G⁺: ∂L/∂φ(K) = V⁺ R⁺ᵀ and ∂L/∂V⁺ = φ(K) R⁺.
+template <class T>
+void backward_whole(const Problem<T>& P, int64_t bh, const T* go, const T* out, const T* den, T* dq, T* dk, T* dv) {
+  WholeHead<T> w(P, bh);
+  const int64_t N = P.N, L = P.L, M = P.M, E = P.E;
+  const T *fq = w.fq.template data<T>(), *fk = w.fk.template data<T>(), *ve = w.ve.template data<T>();
+  Tensor ge = empty({N, E}, P.dtype), r = empty({M, E}, P.dtype), gf = empty({std::max(N, L), M}, P.dtype);
+  Tensor gv = empty({L, E}, P.dtype);
+  load_output_grad(P, go, out, den, bh, 0, N, ge.data<T>());
+  tile_product<T>(N, M, E, ge.data<T>(), E, 1, w.s.template data<T>(), 1, E, gf.data<T>(), M, false);
+  store_input_grad(P, P.q, w.b, w.h, 0, N, N, fq, gf.data<T>(), dq + bh * N * M);
+  tile_product<T>(M, E, N, fq, 1, M, ge.data<T>(), E, 1, r.data<T>(), E, false);
+  tile_product<T>(L, M, E, ve, E, 1, r.data<T>(), 1, E, gf.data<T>(), M, false);
+  store_input_grad(P, P.k, w.b, w.h, 0, L, P.key_end(w.b), fk, gf.data<T>(), dk + bh * L * M);
+  tile_product<T>(L, E, M, fk, M, 1, r.data<T>(), E, 1, gv.data<T>(), E, false);
+  store_values_grad(P, bh, 0, L, gv.data<T>(), dv);
 }
 
 template <class T>
@@ -267,6 +306,7 @@ Problem<T> make_problem(const Tensor& q, const Tensor& k, const Tensor& v, const
   Problem<T> P;
   P.B = q.size(0), P.H = q.size(1), P.N = q.size(2), P.L = k.size(2), P.M = q.size(3), P.Dv = v.size(3);
   P.E = P.Dv + 1;
+  P.dtype = q.dtype();
   P.q = rows_of<T>(q), P.k = rows_of<T>(k), P.v = rows_of<T>(v);
   P.f = args.feature;
   P.eps = T(args.eps);
@@ -301,7 +341,7 @@ Tensor linear_attention_impl(const Tensor& q, const Tensor& k, const Tensor& v, 
     T* o = out.data<T>();
     T* d = den.data<T>();
     parallel_for(0, B * H, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t bh = lo; bh < hi; ++bh) forward_head(P, causal, bh, o, d);
+      for (int64_t bh = lo; bh < hi; ++bh) causal ? forward_head(P, bh, o, d) : forward_whole(P, bh, o, d);
     });
   });
   return record(out, op, {q, k, v}, [qd, kd, vd, args, causal, o = out.detach(), den](const Tensor& grad) {
@@ -310,15 +350,20 @@ Tensor linear_attention_impl(const Tensor& q, const Tensor& k, const Tensor& v, 
     ENG_DISPATCH(qd.dtype(), T, {
       const Problem<T> P = make_problem<T>(qd, kd, vd, args);
       const T *g = go.data<T>(), *op_out = o.data<T>(), *d = den.data<T>();
-      // One task per (head, pass): the two passes are independent.
-      parallel_for(0, 2 * P.B * P.H, 1, [&](int64_t lo, int64_t hi) {
-        for (int64_t t = lo; t < hi; ++t) {
-          if (t % 2 == 0)
-            backward_queries(P, causal, t / 2, g, op_out, d, dq.data<T>());
-          else
-            backward_keys(P, causal, t / 2, g, op_out, d, dk.data<T>(), dv.data<T>());
-        }
-      });
+      if (causal)  // one task per (head, pass): the two passes are independent
+        parallel_for(0, 2 * P.B * P.H, 1, [&](int64_t lo, int64_t hi) {
+          for (int64_t t = lo; t < hi; ++t) {
+            if (t % 2 == 0)
+              backward_queries(P, t / 2, g, op_out, d, dq.data<T>());
+            else
+              backward_keys(P, t / 2, g, op_out, d, dk.data<T>(), dv.data<T>());
+          }
+        });
+      else
+        parallel_for(0, P.B * P.H, 1, [&](int64_t lo, int64_t hi) {
+          for (int64_t bh = lo; bh < hi; ++bh)
+            backward_whole(P, bh, g, op_out, d, dq.data<T>(), dk.data<T>(), dv.data<T>());
+        });
     });
     return std::vector<Tensor>{dq, dk, dv};
   });

@@ -11,7 +11,8 @@
 // Cost per head: O(N·M·Dv) time. Causal: computed in chunks of C = 64 positions, so most of the work is
 // GEMM; extra memory O(C·C + M·Dv) per thread plus the denominators (N floats per head), in forward AND
 // backward: the backward is the paper's Algorithm 1, a prefix pass for ∇q and a suffix pass for ∇k, ∇v,
-// never materialising the N states.
+// never materialising the N states. Non-causal: whole-sequence GEMMs over per-thread buffers of the head's
+// features and values, O(N·(M + Dv)) while the head runs.
 #pragma once
 #include <cstdint>
 #include <vector>

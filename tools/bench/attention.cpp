@@ -64,17 +64,24 @@ Result measure(Attention& attn, bool causal, int64_t batch, int64_t heads, int64
   Tensor q = make(1), k = make(2), v = make(3);
   AttentionMask mask;
   mask.causal = causal;
-  std::vector<double> times;
   Result r;
-  for (int rep = 0; rep < reps; ++rep) {
+  auto run = [&] {
     q.zero_grad(), k.zero_grad(), v.zero_grad();
-    allocator::empty_cache();  // fresh blocks: the peak counts what this call needs, not what was cached
-    const size_t before = allocator::stats().live_bytes;
-    allocator::reset_peak();
-    auto t0 = std::chrono::steady_clock::now();
     sum(attn.forward(q, k, v, mask)).backward();
+  };
+  // Memory first, on fresh blocks, so that the peak counts what a call needs and not what was cached; it is
+  // also the warm-up: the timed calls then reuse cached blocks, as training does, instead of paying for the
+  // first touch of new pages.
+  allocator::empty_cache();
+  const size_t before = allocator::stats().live_bytes;
+  allocator::reset_peak();
+  run();
+  r.mib = double(allocator::stats().peak_bytes - before) / double(batch) / (1 << 20);
+  std::vector<double> times;
+  for (int rep = 0; rep < reps; ++rep) {
+    auto t0 = std::chrono::steady_clock::now();
+    run();
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    r.mib = double(allocator::stats().peak_bytes - before) / double(batch) / (1 << 20);
   }
   std::sort(times.begin(), times.end());
   r.seconds = times[times.size() / 2] / double(batch);
