@@ -113,17 +113,7 @@ void sparse_forward(const Sparse<T>& S, T* out, T* lse) {
         }
         tile_product<T>(nq, Dv, nk, s.data(), bs, 1, S.v.at(b, h, kb * bs), S.v.sl, 1, o, Dv, true);
       }
-      for (int64_t i = 0; i < nq; ++i) {
-        const T li = l[size_t(i)];
-        T* orow = o + i * Dv;
-        if (li == T(0)) {  // a query that sees no key
-          std::fill(orow, orow + Dv, T(0));
-          lse[bh * S.Lq + i0 + i] = neg_inf;
-        } else {
-          for (int64_t c = 0; c < Dv; ++c) orow[c] /= li;
-          lse[bh * S.Lq + i0 + i] = m[size_t(i)] + std::log(li);
-        }
-      }
+      finish_softmax_rows(nq, Dv, l, m, o, lse + bh * S.Lq + i0);
     }
   });
 }

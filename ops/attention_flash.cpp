@@ -113,17 +113,7 @@ void flash_forward(const Flash<T>& F, T* out, T* lse) {
         }
         tile_product<T>(nq, Dv, nk, s.data(), kBlockK, 1, F.v.at(b, h, j0), F.v.sl, 1, o, Dv, true);
       }
-      for (int64_t i = 0; i < nq; ++i) {
-        const T li = l[size_t(i)];
-        T* orow = o + i * Dv;
-        if (li == T(0)) {  // a query that sees no key
-          std::fill(orow, orow + Dv, T(0));
-          lse[bh * F.Lq + i0 + i] = neg_inf;
-        } else {
-          for (int64_t e = 0; e < Dv; ++e) orow[e] /= li;
-          lse[bh * F.Lq + i0 + i] = m[size_t(i)] + std::log(li);
-        }
-      }
+      finish_softmax_rows(nq, Dv, l, m, o, lse + bh * F.Lq + i0);
     }
   });
 }

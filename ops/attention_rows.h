@@ -1,7 +1,11 @@
 // What the attention kernels share: [B, H, L, E] operands read in place through their strides (rows,
 // the last axis, contiguous) and small strided products through the GEMM kernel.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
+#include <vector>
 
 #include "engine/tensor.h"
 #include "ops/gemm.h"
@@ -36,6 +40,24 @@ void tile_product(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int
   g.B = B, g.b_rs = b_rs, g.b_cs = b_cs;
   g.C = C, g.c_rs = c_rs, g.accumulate = accumulate;
   gemm(g);
+}
+
+// The end of an online softmax over one block of nq query rows: o [nq, Dv] holds Σ exp(s - m_i) v, l_i the sum
+// of the weights and m_i the running maximum. Divides each row by l_i and writes lse_i = m_i + log l_i (rows
+// nq from lse); a row that saw no key (l_i = 0) becomes zeros with lse -inf, never NaN.
+template <class T>
+void finish_softmax_rows(int64_t nq, int64_t Dv, const std::vector<T>& l, const std::vector<T>& m, T* o, T* lse) {
+  for (int64_t i = 0; i < nq; ++i) {
+    const T li = l[size_t(i)];
+    T* orow = o + i * Dv;
+    if (li == T(0)) {
+      std::fill(orow, orow + Dv, T(0));
+      lse[i] = -std::numeric_limits<T>::infinity();
+    } else {
+      for (int64_t c = 0; c < Dv; ++c) orow[c] /= li;
+      lse[i] = m[size_t(i)] + std::log(li);
+    }
+  }
 }
 
 }  // namespace eng
