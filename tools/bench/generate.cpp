@@ -127,6 +127,11 @@ int bench_generate(int argc, char** argv) {
   set_num_threads(int(threads));
   const std::vector<int64_t> sizes = parse_list(tokens_list);
   const int64_t longest = *std::max_element(sizes.begin(), sizes.end());
+  std::stringstream listed(modes);
+  std::string mode;
+  while (std::getline(listed, mode, ','))
+    ENG_CHECK(mode == "naive" || mode == "stateful" || mode == "linear", "bench generate: --modes takes naive, "
+              "stateful and linear, got '", mode, "'");
   auto has = [&](const std::string& m) { return ("," + modes + ",").find("," + m + ",") != std::string::npos; };
   LanguageModel softmax_model(pixel_model("stateful-softmax", layers, d_model, heads, longest));
   LanguageModel linear_model(pixel_model("causal-linear", layers, d_model, heads, longest));
