@@ -113,6 +113,7 @@ int bench_attention(int argc, char** argv) {
     c.heads = heads;
     c.head_dim = dim;
     c.causal = s.causal;
+    c.max_len = int64_t(1) << max_log;  // variants with length-sized parameters (linformer) are built for the longest N
     for (const std::string& kv : opts) c.options.set_pair(kv, "bench attention");
     mechs.push_back(make_attention(s.variant, c));
   }
