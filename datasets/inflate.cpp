@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <array>
 
-#include "datasets/checksum.h"
+#include "engine/checksum.h"
 #include "engine/error.h"
 
 namespace eng {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "datasets/checksum.h"
+#include "engine/checksum.h"
 #include "datasets/file_io.h"
 #include "engine/error.h"
 

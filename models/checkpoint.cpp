@@ -1,11 +1,32 @@
 #include "models/checkpoint.h"
 
+#include <cstdio>
 #include <set>
 
+#include "engine/checksum.h"
 #include "engine/error.h"
 #include "engine/safetensors.h"
 
 namespace eng {
+
+namespace {
+
+constexpr const char* kChecksumKey = "checksum.crc32";
+
+// CRC-32 of every tensor's bytes in file order, as 8 hex digits: the header is validated field by field
+// on load, but a flipped bit in the data would otherwise load as a plausible wrong weight.
+std::string data_checksum(const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  uint32_t crc = 0;
+  for (const auto& [name, t] : tensors) {
+    const Tensor c = t.detach().contiguous();
+    crc = crc32(static_cast<const uint8_t*>(c.raw_data()), size_t(c.numel()) * dtype_size(c.dtype()), crc);
+  }
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", unsigned(crc));
+  return hex;
+}
+
+}  // namespace
 
 void save_checkpoint(const std::string& path, const Module& model, const Optimizer* optimizer,
                      const std::map<std::string, std::string>& metadata) {
@@ -14,7 +35,9 @@ void save_checkpoint(const std::string& path, const Module& model, const Optimiz
   for (const auto& [name, b] : model.named_buffers()) tensors.emplace_back("buffer." + name, b);
   if (optimizer)
     for (const auto& [name, s] : optimizer->state()) tensors.emplace_back(name, s);
+  ENG_CHECK(!metadata.count(kChecksumKey), "checkpoint ", path, ": metadata key '", kChecksumKey, "' is reserved");
   std::map<std::string, std::string> meta = metadata;
+  meta[kChecksumKey] = data_checksum(tensors);
   if (optimizer) {
     meta["optimizer"] = optimizer->name();
     meta["optimizer_steps"] = std::to_string(optimizer->steps());
@@ -24,6 +47,12 @@ void save_checkpoint(const std::string& path, const Module& model, const Optimiz
 
 std::map<std::string, std::string> load_checkpoint(const std::string& path, Module& model, Optimizer* optimizer) {
   SafetensorsFile f = load_safetensors(path);
+  auto sum = f.metadata.find(kChecksumKey);
+  ENG_CHECK(sum != f.metadata.end(), "checkpoint ", path, ": no '", kChecksumKey,
+            "' metadata (not written by save_checkpoint, or its header was damaged)");
+  const std::string actual = data_checksum(f.tensors);
+  ENG_CHECK(sum->second == actual, "checkpoint ", path, ": the tensor data is corrupt (CRC-32 ", actual,
+            ", the header records ", sum->second, ")");
   std::map<std::string, Tensor> by_name(f.tensors.begin(), f.tensors.end());
   auto params = model.named_parameters();
   std::set<std::string> expected;

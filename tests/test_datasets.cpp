@@ -8,7 +8,7 @@
 #include <set>
 
 #include "datasets/batch_sampler.h"
-#include "datasets/checksum.h"
+#include "engine/checksum.h"
 #include "datasets/cifar10.h"
 #include "datasets/idx.h"
 #include "datasets/mnist.h"

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "datasets/checksum.h"
+#include "engine/checksum.h"
 #include "tests/temp_files.h"
 
 using namespace eng;

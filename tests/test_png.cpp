@@ -6,7 +6,7 @@
 
 #include <filesystem>
 
-#include "datasets/checksum.h"
+#include "engine/checksum.h"
 #include "datasets/file_io.h"
 #include "datasets/inflate.h"
 #include "tests/temp_files.h"

@@ -93,6 +93,46 @@ TEST_CASE("checkpoint: a different model or optimizer is refused with a clear er
   std::remove(path.c_str());
 }
 
+TEST_CASE("checkpoint: a flipped data byte or a truncated file is refused; the model is left untouched") {
+  const std::string path = temp_path("corrupt.safetensors");
+  LanguageModel saved(copy_config(16));
+  save_checkpoint(path, saved, nullptr, {{"step", "1"}});
+  CHECK_THROWS_WITH(save_checkpoint(path, saved, nullptr, {{"checksum.crc32", "0"}}),
+                    ("checkpoint " + path + ": metadata key 'checksum.crc32' is reserved").c_str());
+  std::string bytes;
+  {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    REQUIRE(f);
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) bytes.append(buf, n);
+    std::fclose(f);
+  }
+  auto write = [&](const std::string& b) {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    REQUIRE(f);
+    std::fwrite(b.data(), 1, b.size(), f);
+    std::fclose(f);
+  };
+  LanguageModel other(copy_config(16));
+  const Tensor before = other.named_parameters().front().second.clone();
+  std::string flipped = bytes;
+  flipped[flipped.size() - 3] ^= 0x10;  // inside the last tensor's data
+  write(flipped);
+  try {
+    load_checkpoint(path, other, nullptr);
+    FAIL("a corrupt checkpoint loaded");
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("checkpoint " + path + ": the tensor data is corrupt (CRC-32 ") == 0);
+  }
+  CHECK(eng::test::max_abs_diff(other.named_parameters().front().second, before) == 0);
+  write(bytes.substr(0, bytes.size() - 100));  // half-written
+  CHECK_THROWS(load_checkpoint(path, other, nullptr));
+  write(bytes);
+  CHECK_NOTHROW(load_checkpoint(path, other, nullptr));
+  std::remove(path.c_str());
+}
+
 TEST_CASE("a tiny copy-task model learns: held-out copy loss below 0.2 within 800 steps") {
   // 2 layers, d_model 32, copies of up to 4 symbols over 4 symbols. Untrained loss is ~log(6) = 1.8.
   TransformerConfig c = copy_config(32);

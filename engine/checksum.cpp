@@ -1,4 +1,4 @@
-#include "datasets/checksum.h"
+#include "engine/checksum.h"
 
 #include <array>
 
