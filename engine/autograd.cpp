@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "engine/anomaly.h"
 #include "engine/error.h"
 #include "engine/strided.h"
 
@@ -115,6 +116,7 @@ Tensor record(Tensor out, const char* op, std::vector<Tensor> inputs, BackwardFn
     std::lock_guard<std::mutex> lock(R.mu);
     ENG_CHECK(R.ops.count(op), "autograd: op '", op, "' records a node but was never registered (ENG_REGISTER_OP)");
   }
+  if (detect_anomaly()) check_op_output(op, out, inputs);
   auto node = std::make_shared<Node>();
   node->op = op;
   node->inputs = std::move(inputs);
@@ -166,6 +168,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
       if (!in.defined() || !in.requires_grad() || !gin[i].defined()) continue;
       ENG_CHECK(gin[i].shape() == in.shape(), "autograd: op '", node->op, "' returned a gradient of shape ",
                 gin[i].shape(), " for input ", i, " of shape ", in.shape());
+      if (detect_anomaly()) check_op_gradient(node->op, i, gin[i], g);
       if (in.is_leaf())
         add_to_leaf(in.impl(), gin[i]);
       else

@@ -13,6 +13,8 @@
 //   again throws; pass retain_graph = true to keep them. A graph that is never backpropagated is
 //   freed when its last output tensor goes away (also iteratively).
 // - Backward closures run with grad mode off (no higher-order gradients).
+// - With anomaly detection on (engine/anomaly.h), the first op whose output or gradient turns non-finite
+//   from finite inputs throws, naming the op.
 #pragma once
 #include <functional>
 #include <string>

@@ -1,8 +1,13 @@
 #include "engine/autograd.h"
 
+#include <cmath>
+#include <limits>
+
+#include "engine/anomaly.h"
 #include "engine/error.h"
 #include "ops/binary.h"
 #include "ops/reduce.h"
+#include "ops/unary.h"
 #include "tests/gradcheck.h"
 
 using namespace eng;
@@ -93,4 +98,23 @@ TEST_CASE("autograd: a wrong gradient shape from a backward is caught") {
   CHECK_THROWS_WITH(y.backward(ones({2})), "autograd: op 'bad_shape_op_for_test' returned a gradient of shape [3] "
                                            "for input 0 of shape [2]");
   set_op_checking(true);
+}
+
+TEST_CASE("anomaly detection names the op whose output or gradient first turns non-finite") {
+  const Tensor x = from_vector(std::vector<double>{1, 0, 4}, {3}).set_requires_grad();
+  CHECK(first_nonfinite(x) == -1);
+  CHECK(describe_nonfinite(x).empty());
+  CHECK(first_nonfinite(from_vector(std::vector<double>{1, 2, std::nan(""), INFINITY}, {2, 2})) == 2);
+  CHECK(describe_nonfinite(from_vector(std::vector<double>{1, -INFINITY}, {1, 2})) == "-inf at element 1 of [1, 2]");
+  CHECK(log(x).to_vector()[1] == -std::numeric_limits<double>::infinity());  // off: nothing is checked
+  set_detect_anomaly(true);
+  CHECK_THROWS_WITH(log(x), "anomaly: op 'log' produced -inf at element 1 of [3] from finite inputs");
+  // sqrt(0) is finite, its gradient 1/(2 sqrt(0)) is not
+  Tensor y = sum(sqrt(x));
+  CHECK_THROWS_WITH(y.backward(), "anomaly: the backward of op 'sqrt' produced inf at element 1 of [3] in the "
+                                  "gradient of input 0 from a finite output gradient");
+  // a NaN that comes in is blamed on its maker, not on every op that reads it
+  const Tensor bad = from_vector(std::vector<double>{std::nan(""), 1}, {2}).set_requires_grad();
+  CHECK_NOTHROW(mul_scalar(bad, 2.0));
+  set_detect_anomaly(false);
 }

@@ -12,6 +12,7 @@
 
 #include "datasets/copy_task.h"
 #include "datasets/seq2seq_tasks.h"
+#include "engine/anomaly.h"
 #include "engine/autograd.h"
 #include "engine/cli.h"
 #include "engine/error.h"
@@ -181,6 +182,24 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
+// The first non-finite quantity of a step, "" when there is none: its loss, then each parameter's gradient.
+std::string first_nonfinite_of_step(double loss, const Module& model) {
+  if (!std::isfinite(loss)) return std::string("the loss is ") + (std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf");
+  for (const auto& [name, p] : model.named_parameters()) {
+    const std::string where = describe_nonfinite(p.grad());
+    if (!where.empty()) return "the gradient of parameter '" + name + "' holds " + where;
+  }
+  return "";
+}
+
+std::string first_nonfinite_parameter(const Module& model) {
+  for (const auto& [name, p] : model.named_parameters()) {
+    const std::string where = describe_nonfinite(p);
+    if (!where.empty()) return "parameter '" + name + "' hold " + where;
+  }
+  return "";
+}
+
 int run(int argc, char** argv) {
   Cli cli("train", "Trains a transformer on a task: copy (decoder-only, the seed paper's 4.1.1 task),\n"
                    "reverse or sort (encoder-decoder). Usage: train TASK [flags]");
@@ -219,6 +238,10 @@ int run(int argc, char** argv) {
   auto& ckpt_every = cli.add_int("checkpoint-every", 500, "steps between checkpoints");
   auto& resume = cli.add_string("resume", "", "checkpoint to resume from (same flags, same threads: identical run)");
   auto& target = cli.add_double("target-accuracy", 0.0, "stop once evaluation accuracy reaches this (0: off)");
+  auto& on_nan = cli.add_string("on-nan", "stop", "a NaN/Inf loss or gradient: stop (exit 1, checkpoint kept) or "
+                                "skip (drop that step's update)");
+  auto& anomaly = cli.add_bool("detect-anomaly", false, "check every op's output and gradient, name the first that "
+                               "turns non-finite (slower)");
   std::string variants;
   for (const auto& [n, d] : attention_variants()) variants += "\n  " + n + ": " + d;
   if (!cli.parse(argc, argv)) {
@@ -231,6 +254,8 @@ int run(int argc, char** argv) {
     task_name = cli.positional()[0];
   }
   if (threads > 0) set_num_threads(int(threads));
+  ENG_CHECK(on_nan == "stop" || on_nan == "skip", "train: --on-nan must be stop or skip, got '", on_nan, "'");
+  set_detect_anomaly(anomaly);
   ENG_CHECK(steps >= 1 && batch >= 1 && accum >= 1 && log_every >= 1, "train: --steps, --batch, --accum and "
             "--log-every must be >= 1");
 
@@ -312,7 +337,7 @@ int run(int argc, char** argv) {
   Progress progress(start, steps);
   const uint64_t eval_seed = uint64_t(seed) * 104729 + 3;
   double window_loss = 0, grad_norm = 0;
-  int64_t window_correct = 0, window_counted = 0, window_tokens = 0, window_steps = 0;
+  int64_t window_correct = 0, window_counted = 0, window_tokens = 0, window_steps = 0, skipped = 0;
   double window_start = 0;
   Eval last_eval;
   int64_t step = start;
@@ -320,26 +345,44 @@ int run(int argc, char** argv) {
   while (step < steps) {
     optimizer->set_lr(sched->lr(step));
     optimizer->zero_grad();
-    for (int64_t m = 0; m < accum; ++m) {
-      StepResult r = job->run(batch, data);
-      Tensor loss = accum > 1 ? mul_scalar(r.loss, 1.0 / double(accum)) : r.loss;
-      loss.backward();
-      window_loss += r.loss.item() / double(accum);
-      window_correct += r.correct;
-      window_counted += r.counted;
-      window_tokens += r.tokens;
+    double step_loss = 0;
+    try {
+      for (int64_t m = 0; m < accum; ++m) {
+        StepResult r = job->run(batch, data);
+        Tensor loss = accum > 1 ? mul_scalar(r.loss, 1.0 / double(accum)) : r.loss;
+        loss.backward();
+        step_loss += r.loss.item() / double(accum);
+        window_correct += r.correct;
+        window_counted += r.counted;
+        window_tokens += r.tokens;
+      }
+    } catch (const Error& e) {
+      fail("train: step ", step + 1, ": ", e.what());
     }
-    if (clip > 0) grad_norm = clip_grad_norm(optimizer->params(), clip);
-    optimizer->step();
+    grad_norm = clip_grad_norm(optimizer->params(), clip > 0 ? clip : INFINITY);
     ++step;
-    ++window_steps;
+    const std::string bad = first_nonfinite_of_step(step_loss, job->model());
+    if (!bad.empty()) {
+      ENG_CHECK(on_nan == "skip", "train: step ", step, ": ", bad, "; stopped (the last checkpoint is kept; "
+                "--detect-anomaly names the op, --on-nan skip drops such steps)");
+      progress.finish();
+      std::printf("step %lld: %s; update skipped\n", (long long)step, bad.c_str());
+      ++skipped;
+    } else {
+      optimizer->step();
+      const std::string broken = first_nonfinite_parameter(job->model());
+      ENG_CHECK(broken.empty(), "train: step ", step, ": the update made ", broken, " (learning rate ",
+                optimizer->lr(), " too large?); stopped, the last checkpoint is kept");
+      window_loss += step_loss;
+      ++window_steps;
+    }
     if (step % log_every == 0 || step == steps) {
       double now = progress.elapsed_seconds();
       double tps = double(window_tokens) / std::max(now - window_start, 1e-9);
-      double l = window_loss / double(window_steps);
+      double l = window_steps ? window_loss / double(window_steps) : NAN;
       double acc = window_counted ? double(window_correct) / double(window_counted) : 0;
-      progress.update(step, "loss " + fmt("%.4f", l) + " | acc " + fmt("%.1f%%", 100 * acc) + " | " +
-                                fmt("%.0f", tps) + " tok/s");
+      progress.update(step, "loss " + fmt("%.4f", l) + " | acc " + fmt("%.1f%%", 100 * acc) + " | gnorm " +
+                                fmt("%.3g", grad_norm) + " | " + fmt("%.0f", tps) + " tok/s");
       if (log.is_open())
         log << step << ",train," << l << "," << acc << "," << optimizer->lr() << "," << tps << "," << now << ","
             << grad_norm << "\n";
@@ -365,8 +408,10 @@ int run(int argc, char** argv) {
     if (!ckpt.empty() && (step % ckpt_every == 0 || last)) save(step);
   }
   progress.finish();
-  std::printf("final: step %lld, eval loss %.4f, accuracy %.2f%%%s, wall %.1f s\n", (long long)step, last_eval.loss,
+  std::printf("final: step %lld, eval loss %.4f, accuracy %.2f%%%s, wall %.1f s", (long long)step, last_eval.loss,
               100 * last_eval.accuracy, last_eval.extra.c_str(), progress.elapsed_seconds());
+  if (skipped > 0) std::printf(", %lld steps skipped (non-finite)", (long long)skipped);
+  std::printf("\n");
   return 0;
 }
 
