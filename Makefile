@@ -3,6 +3,7 @@
 # make SANITIZE=1 test AddressSanitizer + UBSan    (build-san/)
 # make CXX=clang++     clang build                (build-clang/, build-clang-san/)
 # make data            install Fashion-MNIST (Debian package dataset-fashion-mnist)
+# make fuzz            libFuzzer targets, FUZZ_SECONDS each (build-fuzz/; needs clang)
 # Each variant has its own directory, so switching never mixes objects.
 
 CXX ?= g++
@@ -31,7 +32,7 @@ endif
 LIB_SRC := $(wildcard engine/*.cpp ops/*.cpp models/*.cpp models/*/*.cpp datasets/*.cpp)
 TOOL_SRC := $(wildcard tools/*.cpp)
 BENCH_SRC := $(wildcard tools/bench/*.cpp)  # bench's subcommands, linked into build/bench
-TEST_SRC := $(wildcard tests/*.cpp)
+TEST_SRC := $(wildcard tests/*.cpp) tests/fuzz/targets.cpp
 
 LIB_OBJ := $(LIB_SRC:%.cpp=$(BUILD)/obj/%.o)
 TOOL_BIN := $(TOOL_SRC:tools/%.cpp=$(BUILD)/%)
@@ -103,3 +104,34 @@ data:
 	  $(SUDO) apt-get install -y dataset-fashion-mnist || \
 	    { $(SUDO) apt-get update && $(SUDO) apt-get install -y dataset-fashion-mnist; }; \
 	fi
+
+# Fuzzing (clang's libFuzzer, under AddressSanitizer + UBSan): one binary per target of tests/fuzz/targets.h,
+# each run for FUZZ_SECONDS from the committed seeds. New corpus entries stay in build-fuzz/corpus/; a crash
+# leaves its input in build-fuzz/crashes/, to be committed under tests/fuzz/regressions/<target>/ with the fix.
+FUZZ_TARGETS := safetensors idx cifar10 text gunzip cli
+FUZZ_SECONDS ?= 60
+FUZZ_CXX ?= clang++
+FUZZ_DIR := build-fuzz
+FUZZ_FLAGS := -O1 -g -std=c++17 -Wall -Wextra -Werror -pthread -I. -MMD -MP -fno-omit-frame-pointer \
+	-fsanitize=address,undefined -fno-sanitize-recover=undefined
+# What the readers need, and no attention variant or op: the fuzz build stays small.
+FUZZ_SRC := $(wildcard engine/*.cpp datasets/*.cpp) models/module.cpp models/attention/registry.cpp tests/fuzz/targets.cpp
+FUZZ_OBJ := $(FUZZ_SRC:%.cpp=$(FUZZ_DIR)/obj/%.o)
+-include $(FUZZ_OBJ:.o=.d)
+.SECONDARY: $(FUZZ_OBJ)
+$(FUZZ_DIR)/obj/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/main.cpp $(FUZZ_OBJ)
+	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer -DENG_FUZZ_TARGET=$* $^ -o $@
+.PHONY: fuzz
+fuzz: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
+	@mkdir -p $(FUZZ_DIR)/crashes
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_DIR)/corpus/$$t; \
+	  echo "== fuzz $$t for $(FUZZ_SECONDS) s"; \
+	  ./$(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_DIR)/crashes/$$t- $(FUZZ_DIR)/corpus/$$t tests/fuzz/seeds/$$t \
+	    >$(FUZZ_DIR)/$$t.log 2>&1 || { tail -40 $(FUZZ_DIR)/$$t.log; exit 1; }; \
+	  grep -E "stat::number_of_executed_units|stat::peak_rss_mb" $(FUZZ_DIR)/$$t.log; \
+	done

@@ -1,0 +1,127 @@
+#include "tests/fuzz/targets.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "datasets/cifar10.h"
+#include "datasets/idx.h"
+#include "datasets/inflate.h"
+#include "datasets/text.h"
+#include "engine/cli.h"
+#include "engine/error.h"
+#include "engine/safetensors.h"
+#include "models/attention/attention.h"
+
+namespace eng::fuzz {
+
+namespace {
+
+// The readers take paths, so each input goes through a file of this process's own.
+std::string write_input(const uint8_t* data, size_t size) {
+  const std::string path = "/tmp/eng_fuzz_" + std::to_string(getpid()) + ".bin";
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  ENG_CHECK(f, "fuzz: cannot write ", path);
+  if (size > 0) std::fwrite(data, 1, size, f);
+  std::fclose(f);
+  return path;
+}
+
+// Runs `read`; an eng::Error is the reader refusing the input, which is correct behaviour.
+template <class F>
+int expect_result_or_error(F read) {
+  try {
+    read();
+  } catch (const Error&) {
+  }
+  return 0;
+}
+
+}  // namespace
+
+int safetensors(const uint8_t* data, size_t size) {
+  const std::string path = write_input(data, size);
+  return expect_result_or_error([&] {
+    SafetensorsFile f = load_safetensors(path);
+    for (const auto& [name, t] : f.tensors) (void)t.numel();
+  });
+}
+
+int idx(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const int64_t ndim = data[0] % 5;
+  const std::string path = write_input(data + 1, size - 1);
+  return expect_result_or_error([&] {
+    IdxArray a = read_idx(path, ndim);
+    ENG_CHECK(int64_t(a.data.size()) == shape_numel(a.shape), "fuzz: idx data and shape disagree");
+  });
+}
+
+int cifar10(const uint8_t* data, size_t size) {
+  const std::string path = write_input(data, size);
+  return expect_result_or_error([&] { (void)read_cifar10_batch(path, "fuzz").size(); });
+}
+
+int text(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const int64_t len = 1 + data[0] % 16;
+  const std::string path = write_input(data + 1, size - 1);
+  return expect_result_or_error([&] {
+    TextCorpus corpus(path);
+    Rng rng(7);
+    for (TextSplit s : {TextSplit::Train, TextSplit::Valid, TextSplit::Test}) {
+      if (corpus.num_windows(s, len) > 0) (void)corpus.windows(s, 0, 1, len);
+      (void)corpus.sample(s, 2, len, rng);
+    }
+  });
+}
+
+int gunzip(const uint8_t* data, size_t size) {
+  const std::vector<uint8_t> bytes(data, data + size);
+  // A 16 MiB output bound: a small input that inflates beyond it must be refused, not followed.
+  constexpr size_t kBound = size_t(1) << 24;
+  expect_result_or_error([&] { (void)eng::gunzip(bytes, "fuzz input", kBound); });
+  expect_result_or_error([&] { (void)zlib_decompress(bytes, "fuzz input", kBound); });
+  return expect_result_or_error([&] { (void)inflate_raw(data, size, "fuzz input", nullptr, kBound); });
+}
+
+int cli(const uint8_t* data, size_t size) {
+  std::vector<std::string> args{"fuzz"};
+  std::string cur;
+  for (size_t i = 0; i < size; ++i) {
+    if (data[i] == 0) {
+      args.push_back(cur);
+      cur.clear();
+    } else {
+      cur += char(data[i]);
+    }
+  }
+  args.push_back(cur);
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  return expect_result_or_error([&] {
+    Cli c("fuzz", "fuzz target");
+    c.add_int("steps", 1, "an integer");
+    c.add_double("lr", 1e-3, "a real");
+    c.add_string("task", "copy", "a string");
+    c.add_bool("fixed", false, "a boolean");
+    auto& opts = c.add_list("attn-opt", "name=value pairs");
+    if (!c.parse(int(argv.size()), argv.data())) return;
+    AttentionOptions o;
+    for (const std::string& kv : opts) o.set_pair(kv, "fuzz");
+    for (const auto& item : o.items()) {
+      const std::string& key = item.first;
+      expect_result_or_error([&] { (void)o.get_int(key, 0); });
+      expect_result_or_error([&] { (void)o.get_double(key, 0); });
+      expect_result_or_error([&] { (void)o.get_bool(key, false); });
+    }
+  });
+}
+
+const std::vector<Target>& targets() {
+  static const std::vector<Target> all{{"safetensors", safetensors}, {"idx", idx},       {"cifar10", cifar10},
+                                       {"text", text},               {"gunzip", gunzip}, {"cli", cli}};
+  return all;
+}
+
+}  // namespace eng::fuzz
