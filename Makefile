@@ -72,7 +72,7 @@ check-doctest:
 	  echo "doctest is missing: install it with 'apt-get install -y doctest-dev' (Debian/Ubuntu)"; \
 	  echo "or put doctest.h at /usr/local/include/doctest/doctest.h"; exit 1; fi
 
-test: $(BUILD)/run_tests $(BUILD)/train
+test: $(BUILD)/run_tests $(BUILD)/train $(BUILD)/embed
 	cd $(CURDIR) && ./$(BUILD)/run_tests $(TEST_ARGS)
 	cd $(CURDIR) && bash tests/tools.sh $(BUILD)
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Tests of the training tool as a user runs it: non-finite guards, and a run killed with SIGKILL at a
-# random moment that resumes from its last checkpoint to bit-identical final weights.
+# random moment that resumes from its last checkpoint to bit-identical final weights, and the embedding
+# example (tools/embed.cpp) generating from the checkpoint.
 # Usage: tests/tools.sh BUILD_DIR (make test runs it after the doctest suite).
 set -uo pipefail
 build=${1:?usage: tests/tools.sh BUILD_DIR}
@@ -41,6 +42,14 @@ else
   "$train" "${run[@]}" --checkpoint "$dir/killed.st" >/dev/null 2>&1; check "rerun (killed before a checkpoint)" $?
 fi
 cmp -s "$dir/straight.st" "$dir/killed.st"; check "final checkpoint bit-identical to the uninterrupted run" $?
+
+# The embedding example continues a prompt from the trained checkpoint (vocabulary 12: 10 symbols + 2).
+out=$("$build/embed" "$dir/straight.st" 5,3,7,2,1 4 2>&1); rc=$?
+[ $rc -eq 0 ] && awk -F, '{ ok = NF == 4; for (i = 1; i <= NF; ++i) ok = ok && $i ~ /^[0-9]+$/ && $i < 12 }
+                           END { exit !(ok && NR == 1) }' <<<"$out"
+check "embed generates 4 in-vocabulary tokens ($out)" $?
+out=$("$build/embed" "$dir/straight.st" 5,x 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q "error: embed: prompt entry 'x' is not a token id" <<<"$out"; check "embed refuses a bad prompt" $?
 
 [ $failures -eq 0 ] || { echo "tools test: $failures failed"; exit 1; }
 echo "tools test: all passed"
