@@ -2,6 +2,7 @@
 # make test            doctest suite              (build/)
 # make SANITIZE=1 test AddressSanitizer + UBSan    (build-san/)
 # make CXX=clang++     clang build                (build-clang/, build-clang-san/)
+# make CXX=aarch64-linux-gnu-g++ test   ARM64 cross build run under qemu-user (build-aarch64/)
 # make data            install Fashion-MNIST (Debian package dataset-fashion-mnist)
 # make fuzz            libFuzzer targets, FUZZ_SECONDS each (build-fuzz/; needs clang)
 # Each variant has its own directory, so switching never mixes objects.
@@ -11,6 +12,11 @@ SANITIZE ?= 0
 
 ifneq ($(findstring clang,$(CXX)),)
   VARIANT := clang
+endif
+# Cross build for 64-bit ARM (Debian's g++-aarch64-linux-gnu); its binaries run under qemu-user (RUN).
+ifneq ($(findstring aarch64,$(CXX)),)
+  VARIANT := aarch64
+  RUN ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
 endif
 ifeq ($(SANITIZE),1)
   VARIANT := $(if $(VARIANT),$(VARIANT)-san,san)
@@ -73,8 +79,8 @@ check-doctest:
 	  echo "or put doctest.h at /usr/local/include/doctest/doctest.h"; exit 1; fi
 
 test: $(BUILD)/run_tests $(BUILD)/train $(BUILD)/embed
-	cd $(CURDIR) && ./$(BUILD)/run_tests $(TEST_ARGS)
-	cd $(CURDIR) && bash tests/tools.sh $(BUILD)
+	cd $(CURDIR) && $(RUN) ./$(BUILD)/run_tests $(TEST_ARGS)
+	cd $(CURDIR) && ENG_RUN="$(RUN)" bash tests/tools.sh $(BUILD)
 
 clean:
 	rm -rf build build-*

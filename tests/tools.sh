@@ -5,7 +5,9 @@
 # Usage: tests/tools.sh BUILD_DIR (make test runs it after the doctest suite).
 set -uo pipefail
 build=${1:?usage: tests/tools.sh BUILD_DIR}
-train="$build/train"
+read -r -a runner <<<"${ENG_RUN:-}"  # e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu" for a cross build
+train() { "${runner[@]}" "$build/train" "$@"; }
+embed() { "${runner[@]}" "$build/embed" "$@"; }
 dir=$(mktemp -d /tmp/eng_tools_test.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 failures=0
@@ -15,40 +17,41 @@ check() {  # check NAME CONDITION-EXIT-CODE
 small=(copy --layers 1 --d-model 16 --heads 2 --seq-len 8 --steps 5 --eval-every 0 --log-every 1 --threads 2)
 
 # A learning rate of 1e30 makes the step-1 update finite but the step-2 logits infinite.
-out=$("$train" "${small[@]}" --lr 1e30 2>&1); rc=$?
+out=$(train "${small[@]}" --lr 1e30 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "error: train: step 2: the loss is nan; stopped" <<<"$out"; check "--on-nan stop exits 1 naming the step" $?
-out=$("$train" "${small[@]}" --lr 1e30 --on-nan skip 2>&1); rc=$?
+out=$(train "${small[@]}" --lr 1e30 --on-nan skip 2>&1); rc=$?
 [ $rc -eq 0 ] && grep -q "4 steps skipped (non-finite)" <<<"$out"; check "--on-nan skip drops the bad steps" $?
-out=$("$train" "${small[@]}" --lr 1e30 --detect-anomaly 2>&1); rc=$?
+out=$(train "${small[@]}" --lr 1e30 --detect-anomaly 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "error: train: step 2: anomaly: op '.*' produced .* from finite inputs" <<<"$out"
 check "--detect-anomaly names the op" $?
-out=$("$train" "${small[@]}" --on-nan maybe 2>&1); rc=$?
+out=$(train "${small[@]}" --on-nan maybe 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "train: --on-nan must be stop or skip, got 'maybe'" <<<"$out"; check "a bad --on-nan value" $?
 
 # Kill -9 mid-run, resume, compare with an uninterrupted run (same flags, same threads).
 run=(copy --layers 2 --d-model 32 --heads 2 --seq-len 16 --steps 200 --batch 16 --dropout 0.1 --eval-every 50
      --checkpoint-every 10 --threads 2)
-"$train" "${run[@]}" --checkpoint "$dir/straight.st" >/dev/null 2>&1; check "uninterrupted run" $?
+train "${run[@]}" --checkpoint "$dir/straight.st" >/dev/null 2>&1; check "uninterrupted run" $?
 delay=$(awk -v s="$RANDOM" 'BEGIN { srand(s); printf "%.2f", 0.3 + 2.5 * rand() }')
-"$train" "${run[@]}" --checkpoint "$dir/killed.st" >/dev/null 2>&1 &
+# exec: the background job's PID is the training process itself, which SIGKILL must hit
+(exec "${runner[@]}" "$build/train" "${run[@]}" --checkpoint "$dir/killed.st" >/dev/null 2>&1) &
 pid=$!
 sleep "$delay"
 kill -9 "$pid" 2>/dev/null && echo "tools test: killed train with SIGKILL after ${delay} s"
 wait "$pid" 2>/dev/null
 if [ -f "$dir/killed.st" ]; then
-  "$train" "${run[@]}" --checkpoint "$dir/killed.st" --resume "$dir/killed.st" >"$dir/resume.out" 2>&1
+  train "${run[@]}" --checkpoint "$dir/killed.st" --resume "$dir/killed.st" >"$dir/resume.out" 2>&1
   check "resume after SIGKILL ($(grep -o 'resumed from .* at step [0-9]*' "$dir/resume.out" | sed 's/.* //'))" $?
 else
-  "$train" "${run[@]}" --checkpoint "$dir/killed.st" >/dev/null 2>&1; check "rerun (killed before a checkpoint)" $?
+  train "${run[@]}" --checkpoint "$dir/killed.st" >/dev/null 2>&1; check "rerun (killed before a checkpoint)" $?
 fi
 cmp -s "$dir/straight.st" "$dir/killed.st"; check "final checkpoint bit-identical to the uninterrupted run" $?
 
 # The embedding example continues a prompt from the trained checkpoint (vocabulary 12: 10 symbols + 2).
-out=$("$build/embed" "$dir/straight.st" 5,3,7,2,1 4 2>&1); rc=$?
+out=$(embed "$dir/straight.st" 5,3,7,2,1 4 2>&1); rc=$?
 [ $rc -eq 0 ] && awk -F, '{ ok = NF == 4; for (i = 1; i <= NF; ++i) ok = ok && $i ~ /^[0-9]+$/ && $i < 12 }
                            END { exit !(ok && NR == 1) }' <<<"$out"
 check "embed generates 4 in-vocabulary tokens ($out)" $?
-out=$("$build/embed" "$dir/straight.st" 5,x 2>&1); rc=$?
+out=$(embed "$dir/straight.st" 5,x 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "error: embed: prompt entry 'x' is not a token id" <<<"$out"; check "embed refuses a bad prompt" $?
 
 [ $failures -eq 0 ] || { echo "tools test: $failures failed"; exit 1; }
