@@ -1,0 +1,94 @@
+#include "models/attention/memory_compressed.h"
+
+#include <cmath>
+#include <vector>
+
+#include "engine/error.h"
+#include "ops/attention_flash.h"
+#include "ops/index.h"
+#include "ops/matmul.h"
+#include "ops/select.h"
+#include "ops/view.h"
+
+namespace eng {
+
+ENG_REGISTER_ATTENTION("memory-compressed",
+                       "memory-compressed attention (Liu et al. 2018): keys and values shortened by a learned strided "
+                       "convolution (compress=c), O(N^2/c)",
+                       [](const AttentionConfig& c) { return std::make_unique<MemoryCompressedAttention>(c); });
+
+namespace {
+
+// [H, c·d, d]: c stacked identities over c, the mean of the block's rows.
+Tensor mean_pool_weight(int64_t heads, int64_t c, int64_t d) {
+  std::vector<double> w(size_t(heads * c * d * d), 0.0);
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t r = 0; r < c; ++r)
+      for (int64_t i = 0; i < d; ++i) w[size_t(((h * c + r) * d + i) * d + i)] = 1.0 / double(c);
+  return from_vector(w, {heads, c * d, d}, DType::F32);
+}
+
+}  // namespace
+
+MemoryCompressedAttention::MemoryCompressedAttention(const AttentionConfig& config)
+    : c_(config.options.get_int("compress", 3)),
+      heads_(config.heads),
+      head_dim_(config.head_dim),
+      causal_(config.causal) {
+  ENG_CHECK(c_ >= 1, "attention 'memory-compressed': option compress must be >= 1, got ", c_);
+  wk_ = register_parameter("wk", mean_pool_weight(heads_, c_, head_dim_));
+  wv_ = register_parameter("wv", mean_pool_weight(heads_, c_, head_dim_));
+}
+
+// x [B, H, N, d] -> [B, H, ceil(N / c), d]: rows past each batch element's length zeroed, N padded with zero
+// rows to a multiple of c, each block of c rows flattened and multiplied by its head's w [c·d, d].
+Tensor MemoryCompressedAttention::compress_rows(const Tensor& x, const Tensor& w,
+                                                const std::vector<int64_t>& lengths) const {
+  const int64_t B = x.size(0), H = x.size(1), N = x.size(2), d = x.size(3), M = (N + c_ - 1) / c_;
+  Tensor rows = x;
+  if (!lengths.empty()) {
+    std::vector<double> padded(size_t(B * N), 0.0);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t j = lengths[size_t(b)]; j < N; ++j) padded[size_t(b * N + j)] = 1;
+    rows = masked_fill(x, from_vector(padded, {B, 1, N, 1}, DType::I64), 0.0);
+  }
+  if (M * c_ > N) rows = concat({rows, zeros({B, H, M * c_ - N, d}, x.dtype())}, 2);
+  return matmul(reshape(rows, {B, H, M, c_ * d}), w.to(x.dtype()));
+}
+
+Tensor MemoryCompressedAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                          const AttentionMask& mask) {
+  check_qkv(q, k, v, "memory-compressed attention");
+  const int64_t B = q.size(0), H = q.size(1), Lq = q.size(2), Lk = k.size(2);
+  check_attention_mask(mask, B, H, Lq, Lk, q.dtype(), "memory-compressed attention");
+  ENG_CHECK(H == heads_ && q.size(3) == head_dim_ && v.size(3) == head_dim_, "memory-compressed attention: built for ",
+            heads_, " heads of dim ", head_dim_, ", got q ", q.shape(), " and v ", v.shape());
+  ENG_CHECK(!mask.keep.defined() && !mask.bias.defined() && !mask.alibi_slopes.defined(),
+            "memory-compressed attention: keep, bias and ALiBi masks index keys, which the convolution replaces by "
+            "compressed slots; only causal and key_lengths are supported (q ", q.shape(), ", k ", k.shape(), ")");
+  const bool causal = causal_ || mask.causal;
+  ENG_CHECK(!causal || (Lq == Lk && mask.query_offset == 0), "memory-compressed attention: causal masking needs "
+            "self-attention from position 0, got q ", q.shape(), ", k ", k.shape(), ", query_offset ",
+            mask.query_offset);
+  const Tensor kc = compress_rows(k, wk_, mask.key_lengths), vc = compress_rows(v, wv_, mask.key_lengths);
+  AttentionMask slots;
+  for (int64_t len : mask.key_lengths) slots.key_lengths.push_back((len + c_ - 1) / c_);
+  const double scale = 1.0 / std::sqrt(double(q.size(3)));
+  if (!causal) return flash_attention(q, kc, vc, slots, scale);
+
+  // Query i = t·c + r sees slots b <= t when r = c − 1 (its block is complete) and b <= t − 1 otherwise: one
+  // causal flash call per residue r, with query_offset 0 or −1, then the rows interleaved back.
+  const int64_t M = (Lq + c_ - 1) / c_, Dv = v.size(3);
+  std::vector<Tensor> parts;
+  for (int64_t r = 0; r < c_; ++r) {
+    AttentionMask m = slots;
+    m.causal = true;
+    m.query_offset = r == c_ - 1 ? 0 : -1;
+    Tensor o = r < Lq ? flash_attention(slice(q, 2, r, Lq, c_), kc, vc, m, scale) : zeros({B, H, 0, Dv}, q.dtype());
+    if (o.size(2) < M) o = concat({o, zeros({B, H, M - o.size(2), Dv}, q.dtype())}, 2);
+    parts.push_back(unsqueeze(o, 3));
+  }
+  return narrow(reshape(concat(parts, 3), {B, H, M * c_, Dv}), 2, 0, Lq);
+}
+
+}  // namespace eng
