@@ -7,10 +7,15 @@
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "engine/threadpool.h"
+#include "ops/binary.h"
+#include "ops/matmul.h"
+#include "ops/reduce.h"
+#include "ops/view.h"
 
 namespace eng {
 
 ENG_REGISTER_OP("cross_entropy");
+ENG_REGISTER_OP("linear_cross_entropy");
 
 namespace {
 
@@ -59,6 +64,19 @@ void cross_entropy_backward(const CrossEntropyRows& p, const T* x, const double*
   });
 }
 
+// The number of rows whose target is not ignore_index; every other target must be a class id in [0, C).
+int64_t count_targets(const Tensor& targets, int64_t C, int64_t ignore_index, const char* op, const Shape& logits) {
+  const int64_t* t = targets.data<int64_t>();
+  int64_t count = 0;
+  for (int64_t r = 0, N = targets.numel(); r < N; ++r) {
+    if (t[r] == ignore_index) continue;
+    ENG_CHECK(t[r] >= 0 && t[r] < C, op, ": target ", t[r], " out of range [0, ", C, ") for logits of shape ", logits,
+              " (ignore_index is ", ignore_index, ")");
+    ++count;
+  }
+  return count;
+}
+
 }  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double label_smoothing) {
@@ -75,16 +93,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
             label_smoothing);
   const int64_t C = logits.shape().back(), N = targets.numel();
   Tensor tc = targets.contiguous();
-  const int64_t* t = tc.data<int64_t>();
-  int64_t count = 0;
-  for (int64_t r = 0; r < N; ++r) {
-    if (t[r] == ignore_index) continue;
-    ENG_CHECK(t[r] >= 0 && t[r] < C, "cross_entropy: target ", t[r], " out of range [0, ", C,
-              ") for logits of shape ", logits.shape(), " (ignore_index is ", ignore_index, ")");
-    ++count;
-  }
-  const double uniform = C > 0 ? label_smoothing / double(C) : 0.0;
-  const CrossEntropyRows rows{N, C, ignore_index, 1 - label_smoothing, uniform, t};
+  const int64_t count = count_targets(tc, C, ignore_index, "cross_entropy", logits.shape());
+  const CrossEntropyRows rows{N, C, ignore_index, 1 - label_smoothing, C > 0 ? label_smoothing / double(C) : 0.0,
+                              tc.data<int64_t>()};
 
   Tensor lc = logits.contiguous();
   Tensor lse = empty({N}, DType::F64);  // kept for the backward instead of a softmax tensor
@@ -100,6 +111,71 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
                  cross_entropy_backward(rows, x.data<T>(), lse.data<double>(), scale, gx.data<T>()));
     return std::vector<Tensor>{gx, Tensor()};
   });
+}
+
+Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& targets,
+                            int64_t chunk, int64_t ignore_index, double label_smoothing) {
+  ENG_CHECK(x.defined() && weight.defined() && targets.defined(), "linear_cross_entropy: undefined tensor argument");
+  ENG_CHECK(is_floating(x.dtype()) && weight.dtype() == x.dtype() && (!bias.defined() || bias.dtype() == x.dtype()),
+            "linear_cross_entropy: x, weight and bias must share one floating dtype, got ", x.dtype(), ", ",
+            weight.dtype(), bias.defined() ? ", " : "", bias.defined() ? dtype_name(bias.dtype()) : "");
+  ENG_CHECK(x.dim() >= 1 && weight.dim() == 2 && weight.size(1) == x.shape().back(),
+            "linear_cross_entropy: x ", x.shape(), " and weight ", weight.shape(), " do not fit (weight is [C, d])");
+  const int64_t C = weight.size(0), d = weight.size(1);
+  ENG_CHECK(!bias.defined() || bias.shape() == Shape{C}, "linear_cross_entropy: bias ", bias.shape(),
+            " does not match weight ", weight.shape());
+  const Shape rows_shape(x.shape().begin(), x.shape().end() - 1);
+  ENG_CHECK(targets.dtype() == DType::I64 && targets.shape() == rows_shape, "linear_cross_entropy: targets ",
+            dtype_name(targets.dtype()), " ", targets.shape(), " must be i64 of shape ", Shape(rows_shape));
+  ENG_CHECK(chunk >= 1, "linear_cross_entropy: chunk must be >= 1, got ", chunk);
+  ENG_CHECK(label_smoothing >= 0 && label_smoothing <= 1,
+            "linear_cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
+  const int64_t N = targets.numel();
+  const Shape logits_shape{N, C};
+  Tensor tc = targets.contiguous();
+  const int64_t count = count_targets(tc, C, ignore_index, "linear_cross_entropy", logits_shape);
+  const CrossEntropyRows all{N, C, ignore_index, 1 - label_smoothing, C > 0 ? label_smoothing / double(C) : 0.0,
+                             tc.data<int64_t>()};
+  const Tensor x2 = reshape(x.detach(), {N, d}), w = weight.detach(), b = bias.defined() ? bias.detach() : Tensor();
+  // Logits of rows [r0, r0 + n), contiguous; the chunk's rows of `all` start at its target pointer offset.
+  auto logits_of = [=](int64_t r0, int64_t n) {
+    NoGradGuard no_grad;
+    Tensor z = matmul(narrow(x2, 0, r0, n), transpose(w, 0, 1));
+    return (b.defined() ? add(z, b) : z).contiguous();
+  };
+  auto rows_of = [all](int64_t r0, int64_t n) {
+    CrossEntropyRows r = all;
+    r.N = n;
+    r.target = all.target + r0;
+    return r;
+  };
+  Tensor lse = empty({N}, DType::F64);
+  std::vector<double> loss(size_t(N), 0.0);
+  for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+    const int64_t n = std::min(chunk, N - r0);
+    const Tensor z = logits_of(r0, n);
+    ENG_DISPATCH(x.dtype(), T, cross_entropy_forward(rows_of(r0, n), z.data<T>(), lse.data<double>() + r0,
+                                                     loss.data() + r0));
+  }
+  double total = 0;
+  for (double v : loss) total += v;
+  Tensor out = scalar_tensor(count > 0 ? total / double(count) : 0.0, x.dtype());
+  return record(out, "linear_cross_entropy", {x, weight, bias, targets},
+                [=, xs = x.shape()](const Tensor& g) {
+                  const double scale = count > 0 ? g.item() / double(count) : 0.0;
+                  Tensor gx = empty({N, d}, x2.dtype()), gw = zeros({C, d}, x2.dtype()), gb = zeros({C}, x2.dtype());
+                  for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+                    const int64_t n = std::min(chunk, N - r0);
+                    const Tensor z = logits_of(r0, n);
+                    Tensor gz = zeros({n, C}, z.dtype());
+                    ENG_DISPATCH(z.dtype(), T, cross_entropy_backward(rows_of(r0, n), z.data<T>(),
+                                                                      lse.data<double>() + r0, scale, gz.data<T>()));
+                    narrow(gx, 0, r0, n).copy_from(matmul(gz, w));
+                    gw = add(gw, matmul(transpose(gz, 0, 1), narrow(x2, 0, r0, n)));
+                    gb = add(gb, sum(gz, {0}));
+                  }
+                  return std::vector<Tensor>{reshape(gx, xs), gw, b.defined() ? gb : Tensor(), Tensor()};
+                });
 }
 
 }  // namespace eng

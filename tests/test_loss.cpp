@@ -2,6 +2,9 @@
 
 #include <cmath>
 
+#include "engine/allocator.h"
+#include "ops/binary.h"
+#include "ops/matmul.h"
 #include "ops/view.h"
 #include "tests/gradcheck.h"
 
@@ -118,4 +121,64 @@ TEST_CASE("loss: cross_entropy errors name the op, the value and the class count
                     "cross_entropy: label_smoothing must be in [0, 1], got 1.5");
   CHECK_THROWS_WITH(cross_entropy(scalar_tensor(1), ids({0}, {})),
                     "cross_entropy: logits of shape [] need a class axis");
+}
+
+GRADCHECK("linear_cross_entropy") {
+  // chunks of 1, 2 (a ragged last chunk) and all rows; with and without bias; ignored rows and label smoothing
+  const Tensor t = ids({3, 0, -100, 4, 1}, {5});
+  for (int64_t chunk : {1, 2, 5})
+    check_gradients([chunk](auto v) { return linear_cross_entropy(v[0], v[1], v[2], v[3], chunk, -100, 0.1); },
+                    {uniform({5, 3}, 1, -2, 2), uniform({6, 3}, 2), uniform({6}, 3)}, {}, {t});
+  check_gradients([](auto v) { return linear_cross_entropy(v[0], v[1], Tensor(), v[2], 2); },
+                  {uniform({2, 2, 3}, 4, -2, 2), uniform({5, 3}, 5)}, {}, {ids({0, 4, 2, 1}, {2, 2})});
+}
+
+TEST_CASE("loss: linear_cross_entropy == cross_entropy(x wᵀ + b) in value and gradients, in less memory") {
+  const Tensor x0 = uniform({6, 4}, 6, -2, 2).to(DType::F32), w0 = uniform({9, 4}, 7).to(DType::F32),
+               b0 = uniform({9}, 8).to(DType::F32);
+  const Tensor t = ids({8, 0, 3, -100, 5, 5}, {6});
+  Tensor x1 = x0.clone().set_requires_grad(), w1 = w0.clone().set_requires_grad(), b1 = b0.clone().set_requires_grad();
+  Tensor x2 = x0.clone().set_requires_grad(), w2 = w0.clone().set_requires_grad(), b2 = b0.clone().set_requires_grad();
+  const Tensor fused = linear_cross_entropy(x1, w1, b1, t, 4, -100, 0.05);
+  const Tensor plain = cross_entropy(add(matmul(x2, transpose(w2, 0, 1)), b2), t, -100, 0.05);
+  CHECK(fused.item() == doctest::Approx(plain.item()).epsilon(1e-6));
+  fused.backward();
+  plain.backward();
+  CHECK(eng::test::allclose(x1.grad(), x2.grad(), 1e-5, 1e-6));
+  CHECK(eng::test::allclose(w1.grad(), w2.grad(), 1e-5, 1e-6));
+  CHECK(eng::test::allclose(b1.grad(), b2.grad(), 1e-5, 1e-6));
+
+  // 2048 rows over 4096 classes: the plain form holds the 32 MiB logits (and as much again for their
+  // gradient); chunks of 128 rows hold 2 MiB at a time.
+  const Tensor xs = uniform({2048, 16}, 9).to(DType::F32).set_requires_grad(),
+               ws = uniform({4096, 16}, 10).to(DType::F32).set_requires_grad();
+  const Tensor ts = zeros({2048}, DType::I64);
+  auto peak_of = [&](auto f) {
+    allocator::empty_cache();
+    allocator::reset_peak();
+    const size_t before = allocator::stats().live_bytes;
+    f().backward();
+    return allocator::stats().peak_bytes - before;
+  };
+  const size_t chunked = peak_of([&] { return linear_cross_entropy(xs, ws, Tensor(), ts, 128); });
+  const size_t whole = peak_of([&] { return cross_entropy(matmul(xs, transpose(ws, 0, 1)), ts); });
+  MESSAGE("peak extra memory: chunked ", chunked >> 20, " MiB, whole logits ", whole >> 20, " MiB");
+  CHECK(whole >= size_t(32) << 20);
+  CHECK(chunked < size_t(6) << 20);
+}
+
+TEST_CASE("loss: linear_cross_entropy refuses mismatched shapes, dtypes and chunk sizes") {
+  const Tensor x = uniform({3, 4}, 11), w = uniform({5, 4}, 12), t = ids({0, 1, 2}, {3});
+  CHECK_THROWS_WITH(linear_cross_entropy(x, uniform({5, 3}, 13), Tensor(), t, 2),
+                    "linear_cross_entropy: x [3, 4] and weight [5, 3] do not fit (weight is [C, d])");
+  CHECK_THROWS_WITH(linear_cross_entropy(x, w, uniform({4}, 14), t, 2),
+                    "linear_cross_entropy: bias [4] does not match weight [5, 4]");
+  CHECK_THROWS_WITH(linear_cross_entropy(x, w, Tensor(), ids({0, 1}, {2}), 2),
+                    "linear_cross_entropy: targets i64 [2] must be i64 of shape [3]");
+  CHECK_THROWS_WITH(linear_cross_entropy(x, w, Tensor(), t, 0), "linear_cross_entropy: chunk must be >= 1, got 0");
+  CHECK_THROWS_WITH(linear_cross_entropy(x, w, Tensor(), ids({0, 7, 2}, {3}), 2),
+                    "linear_cross_entropy: target 7 out of range [0, 5) for logits of shape [3, 5] (ignore_index is "
+                    "-100)");
+  CHECK_THROWS_WITH(linear_cross_entropy(x.to(DType::F32), w, Tensor(), t, 2),
+                    "linear_cross_entropy: x, weight and bias must share one floating dtype, got f32, f64");
 }
