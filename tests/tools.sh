@@ -27,6 +27,15 @@ check "--detect-anomaly names the op" $?
 out=$(train "${small[@]}" --on-nan maybe 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "train: --on-nan must be stop or skip, got 'maybe'" <<<"$out"; check "a bad --on-nan value" $?
 
+# Character-level LM on a text file (this repository's README): bits per character on validation and test.
+out=$(train text --data README.md --layers 1 --d-model 16 --heads 2 --seq-len 32 --batch 8 --steps 20 \
+      --eval-every 10 --threads 2 --attention causal-linear 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -Eq "eval @ 20: loss [0-9.]+ \([0-9.]+ bits/char\)" <<<"$out" &&
+  grep -Eq "^test: [0-9.]+ bits/char over [0-9]+ characters" <<<"$out"
+check "train text reports bits per character" $?
+out=$(train text --steps 1 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q "train: task text needs --data FILE" <<<"$out"; check "train text without --data" $?
+
 # Kill -9 mid-run, resume, compare with an uninterrupted run (same flags, same threads).
 run=(copy --layers 2 --d-model 32 --heads 2 --seq-len 16 --steps 200 --batch 16 --dropout 0.1 --eval-every 50
      --checkpoint-every 10 --threads 2)

@@ -12,6 +12,7 @@
 
 #include "datasets/copy_task.h"
 #include "datasets/seq2seq_tasks.h"
+#include "datasets/text.h"
 #include "engine/anomaly.h"
 #include "engine/autograd.h"
 #include "engine/cli.h"
@@ -25,6 +26,7 @@
 #include "ops/binary.h"
 #include "ops/loss.h"
 #include "ops/reduce.h"
+#include "ops/softmax.h"
 #include "ops/view.h"
 
 using namespace eng;
@@ -61,6 +63,10 @@ class Job {
   virtual StepResult run(int64_t batch, Rng& data) = 0;
   // Extra evaluation text (e.g. exact-match of greedy decoding), computed without gradients.
   virtual std::string eval_extra(int64_t, Rng&) { return ""; }
+  // The loss in the task's own unit, e.g. " (1.93 bits/char)"; "" when nats say it all.
+  virtual std::string loss_in_units(double) const { return ""; }
+  // A last evaluation after training (e.g. on the test split), computed without gradients.
+  virtual std::string final_report(int64_t) { return ""; }
 };
 
 class CopyJob : public Job {
@@ -144,6 +150,83 @@ class Seq2SeqJob : public Job {
   EncoderDecoder model_;
 };
 
+// Character-level language modelling on any text file (datasets/text.h: bytes, vocabulary 256, 90/5/5 split):
+// training on random windows of the train split; evaluation on fixed random windows of the validation split in
+// bits per character, with a sample continued by the recurrent form; at the end, every window of the test split.
+class TextJob : public Job {
+ public:
+  TextJob(const TransformerConfig& c, const std::string& path, int64_t len)
+      : corpus_(path), len_(len), model_(c, true) {}
+  Module& model() override { return model_; }
+  Rng& model_rng() override { return model_.rng(); }
+  StepResult run(int64_t batch, Rng& data) override {
+    return score(corpus_.sample(model_.training() ? TextSplit::Train : TextSplit::Valid, batch, len_, data));
+  }
+  std::string loss_in_units(double loss) const override {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, " (%.3f bits/char)", loss / std::log(2.0));
+    return buf;
+  }
+  // Up to 160 bytes sampled (temperature 1) after a prompt from the validation split (a quarter of the window,
+  // at most 48 bytes), as long as the window allows; non-printing bytes shown as '.'.
+  std::string eval_extra(int64_t, Rng& data) override {
+    if (!model_.layers.front()->self_attn.mechanism().new_state()) return "";
+    const int64_t prompt_len = std::clamp<int64_t>(len_ / 4, 1, 48);
+    const LMBatch prompt = corpus_.sample(TextSplit::Valid, 1, prompt_len, data);
+    auto state = model_.new_state();
+    std::string text;
+    Tensor logits;
+    for (int64_t t = 0; t < prompt_len; ++t) {
+      const int64_t byte = int64_t(prompt.inputs.at({0, t}));
+      text += char(byte);
+      logits = model_.step(from_vector(std::vector<double>{double(byte)}, {1}, DType::I64), state);
+    }
+    text += " | ";
+    for (int64_t t = 0; t < 160 && state.length < len_; ++t) {
+      const std::vector<double> p = softmax(logits, -1).to(DType::F64).to_vector();
+      double u = data.uniform();
+      int64_t byte = 0;
+      while (byte < int64_t(p.size()) - 1 && u >= p[size_t(byte)]) u -= p[size_t(byte++)];
+      text += char(byte);
+      logits = model_.step(from_vector(std::vector<double>{double(byte)}, {1}, DType::I64), state);
+    }
+    for (char& ch : text)
+      if ((unsigned char)ch < 32 || (unsigned char)ch > 126) ch = '.';
+    return "\n  sample: " + text;
+  }
+  std::string final_report(int64_t batch) override {
+    NoGradGuard no_grad;
+    model_.eval();
+    const int64_t windows = corpus_.num_windows(TextSplit::Test, len_);
+    double nats = 0;
+    int64_t chars = 0;
+    for (int64_t first = 0; first < windows; first += batch) {
+      const int64_t n = std::min(batch, windows - first);
+      nats += score(corpus_.windows(TextSplit::Test, first, n, len_)).loss.item() * double(n * len_);
+      chars += n * len_;
+    }
+    model_.train();
+    if (chars == 0) return "test split shorter than one window";
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "test: %.4f bits/char over %lld characters (%lld windows)",
+                  nats / double(chars) / std::log(2.0), (long long)chars, (long long)windows);
+    return buf;
+  }
+
+ private:
+  StepResult score(const LMBatch& b) {
+    Tensor logits = model_.forward(b.inputs);
+    StepResult r;
+    r.loss = token_loss(logits, b.targets);
+    r.tokens = b.inputs.numel();
+    count_correct(logits, b.targets, r);
+    return r;
+  }
+  TextCorpus corpus_;
+  int64_t len_;
+  LanguageModel model_;
+};
+
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, NamedTensors params, double lr, double wd) {
   if (name == "sgd") return std::make_unique<SGD>(std::move(params), lr, 0.9, wd);
   if (name == "adam") return std::make_unique<Adam>(std::move(params), lr, 0.9, 0.999, 1e-8, wd);
@@ -202,8 +285,10 @@ std::string first_nonfinite_parameter(const Module& model) {
 
 int run(int argc, char** argv) {
   Cli cli("train", "Trains a transformer on a task: copy (decoder-only, the seed paper's 4.1.1 task),\n"
-                   "reverse or sort (encoder-decoder). Usage: train TASK [flags]");
-  auto& task_name = cli.add_string("task", "copy", "copy, reverse or sort (or give it as the first argument)");
+                   "reverse or sort (encoder-decoder), text (character-level LM on --data FILE).\n"
+                   "Usage: train TASK [flags]");
+  auto& task_name = cli.add_string("task", "copy", "copy, reverse, sort or text (or give it as the first argument)");
+  auto& data_path = cli.add_string("data", "", "text: the corpus file (any bytes; split 90/5/5 in order)");
   auto& layers = cli.add_int("layers", 4, "decoder layers (and encoder layers for reverse/sort)");
   auto& enc_layers = cli.add_int("encoder-layers", 0, "encoder layers for reverse/sort (0: same as --layers)");
   auto& heads = cli.add_int("heads", 8, "attention heads");
@@ -290,8 +375,15 @@ int run(int argc, char** argv) {
     c.encoder_layers = enc_layers > 0 ? enc_layers : layers;
     c.max_len = seq_len + 1;
     job = std::make_unique<Seq2SeqJob>(c, task);
+  } else if (task_name == "text") {
+    ENG_CHECK(!data_path.empty(), "train: task text needs --data FILE (any text file, e.g. enwik8)");
+    c.vocab = TextCorpus::kVocab;
+    c.decoder_layers = layers;
+    c.encoder_layers = 0;
+    c.max_len = seq_len;
+    job = std::make_unique<TextJob>(c, data_path, seq_len);
   } else {
-    fail("train: unknown task '", task_name, "' (copy, reverse or sort)");
+    fail("train: unknown task '", task_name, "' (copy, reverse, sort or text)");
   }
 
   auto optimizer = make_optimizer(opt_name, job->model().named_parameters(), lr, wd);
@@ -394,8 +486,8 @@ int run(int argc, char** argv) {
     if ((eval_every > 0 && step % eval_every == 0) || last) {
       last_eval = evaluate(*job, eval_batches, batch, eval_seed);
       progress.finish();
-      std::printf("eval @ %lld: loss %.4f, accuracy %.2f%%%s\n", (long long)step, last_eval.loss,
-                  100 * last_eval.accuracy, last_eval.extra.c_str());
+      std::printf("eval @ %lld: loss %.4f%s, accuracy %.2f%%%s\n", (long long)step, last_eval.loss,
+                  job->loss_in_units(last_eval.loss).c_str(), 100 * last_eval.accuracy, last_eval.extra.c_str());
       if (log.is_open())
         log << step << ",eval," << last_eval.loss << "," << last_eval.accuracy << "," << optimizer->lr() << ",,"
             << progress.elapsed_seconds() << ",\n";
@@ -412,6 +504,8 @@ int run(int argc, char** argv) {
               100 * last_eval.accuracy, last_eval.extra.c_str(), progress.elapsed_seconds());
   if (skipped > 0) std::printf(", %lld steps skipped (non-finite)", (long long)skipped);
   std::printf("\n");
+  const std::string report = job->final_report(batch);
+  if (!report.empty()) std::printf("%s\n", report.c_str());
   return 0;
 }
 
