@@ -1,0 +1,46 @@
+// `aft-local`: AFT whose position bias is learned only near the diagonal (Eq. 2 with w' below):
+//
+//   w'_{t,t'} = w_{t,t'} if |t − t'| < s, else 0
+//
+// Keys outside the window still count (with w = 0): connectivity stays global, unlike local attention. Computed as
+// the unbiased sums plus a correction on the band, Σ_{t'} e^K V + Σ_{|t−t'|<s} (e^w − 1) e^K V (and the same for
+// the denominator), with exponents relative to the maximum key each row sees (ops/aft.h): O(T·s·D) time and
+// O(T·D) memory per head, never O(T²·D).
+//
+// Parameters: w, a band [max_len, 2s − 1] shared by the heads, w[t, t' − t + s − 1] = w_{t,t'}. Options: window = s
+// (1 <= s <= max_len, default min(16, max_len)). Needs AttentionConfig::max_len >= 1 and T <= max_len;
+// self-attention only. Causal: offsets t' − t in [−(s − 1), 0].
+#include <algorithm>
+
+#include "engine/error.h"
+#include "models/attention/aft.h"
+#include "ops/aft.h"
+#include "ops/view.h"
+
+namespace eng {
+
+ENG_REGISTER_ATTENTION("aft-local",
+                       "AFT-local (Zhai et al. 2021): position bias learned within |t - t'| < window, zero outside, "
+                       "O(T window D), causal or not",
+                       [](const AttentionConfig& c) { return std::make_unique<AftLocal>(c); });
+
+AftLocal::AftLocal(const AttentionConfig& config)
+    : AftAttention(config, true),
+      s_(config.options.get_int("window", std::min<int64_t>(16, std::max<int64_t>(config.max_len, 1)))) {
+  ENG_CHECK(max_len_ >= 1, "attention 'aft-local': needs AttentionConfig::max_len >= 1 (w has a row per position), "
+            "got ", max_len_);
+  ENG_CHECK(s_ >= 1 && s_ <= max_len_, "attention 'aft-local': option window must be in [1, max_len = ", max_len_,
+            "], got ", s_);
+  // w = 0 starts the layer as aft-simple (uniform position bias); training moves it from there.
+  band_ = register_parameter("w", zeros({max_len_, 2 * s_ - 1}));
+}
+
+Tensor AftLocal::mix(const Tensor& k, const Tensor& v, int64_t, bool causal, const AttentionMask& mask) {
+  check_max_len(k.size(2));
+  const Tensor w = band_.to(k.dtype());
+  // Causal rows use the columns of offsets −(s − 1) .. 0 only.
+  return aft_weighted(k, v, causal ? narrow(w, 1, 0, s_) : w,
+                      {causal, mask.key_lengths, -(s_ - 1), causal ? 0 : s_ - 1, false});
+}
+
+}  // namespace eng
