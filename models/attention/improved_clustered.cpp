@@ -1,0 +1,115 @@
+#include "models/attention/improved_clustered.h"
+
+#include <algorithm>
+
+#include "engine/error.h"
+#include "models/attention/clustered.h"
+#include "models/attention/exact_topk.h"
+#include "ops/binary.h"
+#include "ops/matmul.h"
+#include "ops/reduce.h"
+#include "ops/softmax.h"
+#include "ops/view.h"
+
+namespace eng {
+
+namespace {
+
+int64_t key_length(const AttentionMask& mask, int64_t b, int64_t Lk) {
+  return mask.key_lengths.empty() ? Lk : mask.key_lengths[size_t(b)];
+}
+
+}  // namespace
+
+ENG_REGISTER_ATTENTION("improved-clustered",
+                       "improved clustered attention (Vyas et al. 2020): clustered attention plus each query's exact "
+                       "softmax on its centroid's top-k keys, O(N*(C + k)), non-causal",
+                       [](const AttentionConfig& c) { return std::make_unique<ImprovedClusteredAttention>(c, false); });
+ENG_REGISTER_ATTENTION("causal-improved-clustered",
+                       "causal improved clustered attention (fast-transformers): exact softmax on the centroid's "
+                       "top-k among each query's visible keys, O(N*(C + k)), causal or not",
+                       [](const AttentionConfig& c) { return std::make_unique<ImprovedClusteredAttention>(c, true); });
+
+ImprovedClusteredAttention::ImprovedClusteredAttention(const AttentionConfig& config, bool causal_form)
+    : QueryClusteredAttention(config, causal_form ? "causal-improved-clustered" : "improved-clustered"),
+      causal_form_(causal_form),
+      topk_(config.options.get_int("topk", 32)) {
+  ENG_CHECK(topk_ >= 1, "attention '", variant_, "': option topk must be >= 1, got ", topk_);
+  ENG_CHECK(causal_form || !config.causal,
+            "attention 'improved-clustered': has no causal form (a centroid mixes queries at different positions); "
+            "use causal-improved-clustered in decoders");
+}
+
+Tensor ImprovedClusteredAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                           const AttentionMask& mask) {
+  check_clustered_inputs(q, k, v, mask, variant_, causal_form_);
+  const std::vector<int64_t> ids = forward_clusters(q);
+  const int64_t kk = std::min(topk_, k.size(2));
+  if (q.size(2) == 0 || kk == 0) return zeros({q.size(0), q.size(1), q.size(2), v.size(3)}, q.dtype());
+  return causal_form_ ? causal(q, k, v, mask, ids, kk) : improved(q, k, v, mask, ids, kk);
+}
+
+Tensor ImprovedClusteredAttention::improved(const Tensor& q, const Tensor& k, const Tensor& v,
+                                            const AttentionMask& mask, const std::vector<int64_t>& ids,
+                                            int64_t kk) const {
+  const int64_t B = q.size(0), H = q.size(1), N = q.size(2), Lk = k.size(2), C = std::min(num_clusters(), N);
+  const Tensor logits = centroid_logits(cluster_centroids(q, ids, C), k, mask);  // [B, H, C, Lk]
+  const Tensor ac = softmax(logits, -1);                                         // Eq. 4
+  // T_j of every cluster (among the non-padded keys), as key lists and as a 0/1 membership [B, H, C, Lk]
+  const std::vector<double> lc = logits.to_vector();
+  std::vector<int64_t> top(size_t(B * H * C * kk)), keys(size_t(B * H * N * kk));
+  std::vector<double> in_top(size_t(B * H * C * Lk), 0.0), rest(in_top.size(), 1.0);
+  for (int64_t bh = 0; bh < B * H; ++bh)
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t row = bh * C + c;
+      top_keys(&lc[size_t(row * Lk)], key_length(mask, bh / H, Lk), kk, &top[size_t(row * kk)]);
+      for (int64_t s = 0; s < kk; ++s) {
+        const int64_t j = top[size_t(row * kk + s)];
+        if (j < 0) continue;
+        in_top[size_t(row * Lk + j)] = 1;
+        rest[size_t(row * Lk + j)] = 0;
+      }
+    }
+  for (int64_t bh = 0; bh < B * H; ++bh)
+    for (int64_t i = 0; i < N; ++i) {
+      const auto from = top.begin() + (bh * C + ids[size_t(bh * N + i)]) * kk;
+      std::copy(from, from + kk, keys.begin() + (bh * N + i) * kk);
+    }
+  const Tensor mass = sum(mul(ac, from_vector(in_top, {B, H, C, Lk}, q.dtype())), {3}, true);  // m̂_j
+  const Tensor others = matmul(mul(ac, from_vector(rest, {B, H, C, Lk}, q.dtype())), v);       // A^c off T_j
+  const KeyListAttention lists = gather_key_lists(q, k, v, keys, kk);
+  const Tensor weights = mul(softmax(lists.logits, -1), reshape(broadcast_clusters(mass, ids, N), {B, H, N, 1, 1}));
+  return add(apply_key_lists(weights, lists), broadcast_clusters(others, ids, N));  // Eq. 8–9
+}
+
+Tensor ImprovedClusteredAttention::causal(const Tensor& q, const Tensor& k, const Tensor& v,
+                                          const AttentionMask& mask, const std::vector<int64_t>& ids,
+                                          int64_t kk) const {
+  const int64_t B = q.size(0), H = q.size(1), N = q.size(2), Lk = k.size(2), C = std::min(num_clusters(), N);
+  // Only the ranking of the centroid logits is used: computed without a graph.
+  const std::vector<double> lc = centroid_logits(cluster_centroids(q.detach(), ids, C), k.detach(), mask).to_vector();
+  std::vector<int64_t> keys(size_t(B * H * N * kk), -1);
+  std::vector<std::vector<int64_t>> order(static_cast<size_t>(C));
+  std::vector<char> sorted(static_cast<size_t>(C));
+  for (int64_t bh = 0; bh < B * H; ++bh) {
+    const int64_t len = key_length(mask, bh / H, Lk);
+    std::fill(sorted.begin(), sorted.end(), 0);
+    for (int64_t i = 0; i < N; ++i) {
+      const int64_t c = ids[size_t(bh * N + i)];
+      if (!sorted[size_t(c)]) {  // the cluster's keys by decreasing centroid logit, once per cluster
+        order[size_t(c)].assign(size_t(len), -1);
+        top_keys(&lc[size_t((bh * C + c) * Lk)], len, len, order[size_t(c)].data());
+        sorted[size_t(c)] = 1;
+      }
+      const int64_t end = attention_key_end(mask, bh / H, i, Lk);
+      int64_t* out = &keys[size_t((bh * N + i) * kk)];
+      int64_t n = 0;
+      for (size_t r = 0; r < order[size_t(c)].size() && n < kk; ++r)
+        if (order[size_t(c)][r] < end) out[n++] = order[size_t(c)][r];
+    }
+  }
+  const KeyListAttention lists = gather_key_lists(q, k, v, keys, kk);
+  return apply_key_lists(softmax(lists.logits, -1), lists);
+}
+
+}  // namespace eng

@@ -1,0 +1,60 @@
+// Improved clustered attention (Vyas, Katharopoulos, Fleuret 2020, "Fast Transformers with Clustered Attention",
+// arXiv 2007.04825, Sec. 3.3), the `improved-clustered` variant, and the fast-transformers library's causal form
+// `causal-improved-clustered` (improved_clustered_causal_attention.py; not in the paper). Queries are clustered as in
+// `clustered` (models/attention/query_clustering.h), with centroid attention A^c = softmax(Q^c Kᵀ / √D) (Eq. 4).
+//
+// improved-clustered: T_j = the k keys of largest centroid logit for cluster j (among the non-padded keys; ties: the
+// lower key index), m̂_j = Σ_{l ∈ T_j} A^c_jl the centroid's mass on them, and for a query i of cluster j
+//
+//   A^t_il = m̂_j · exp(q_i·k_l/√D) / Σ_{r ∈ T_j} exp(q_i·k_r/√D)    if l ∈ T_j                       (Eq. 8)
+//          = A^c_jl                                                   otherwise
+//   V̂_i   = Σ_l A^t_il v_l                                                                           (Eq. 9)
+//
+// so each query spends the centroid's top-k mass on its own exact top-k weights. With k ≥ N it is full softmax
+// attention exactly (m̂ = 1, no remaining key). (Equation numbers as recalled from arXiv v2, not confirmed against
+// a stored copy: docs/attention/clustered.md.)
+//
+// causal-improved-clustered (the library's causal form): query i attends by exact softmax only to T_i = the k keys
+// of largest centroid logit (its cluster's centroid) among the keys it may see (j ≤ i + query_offset, j < length);
+// no remaining-key term, since the centroid's attention mixes positions. The library takes its cluster's top-k over
+// ALL keys and then hides the future ones (so early queries may keep none); we choose among the visible keys, so
+// later keys and values never move an earlier output. Later queries still do, through the clustering itself.
+//
+// The clustering and the top-k choice are constants. improved-clustered is differentiable wrt q (through its
+// exact logits, and through the centroids in m̂ and A^c), k and v; causal-improved-clustered wrt q, k and v through
+// the chosen logits and values only. Cost per head: O(N·C·(D + Dv)) for the centroid attention (improved) or
+// O(N·C·D) for the centroid logits (causal), O(C·Lk·log k) to choose the clusters' top-k (causal: a sort per
+// cluster, O(C·Lk·log Lk), and a walk per query, O(Lk) at worst), and O(N·k·(D + Dv)) time and memory for the
+// exact top-k logits and the gathered keys and values (kept for the backward); memory O(C·(N + Lk) + N·k·(D + Dv)).
+//
+// Options: those of query_clustering.h and topk = k (default 32, >= 1). Masks: key padding; causal only for
+// causal-improved-clustered (config.causal and causal masks are refused by improved-clustered); keep, bias and ALiBi
+// are refused. No recurrent form.
+#pragma once
+#include <string>
+
+#include "models/attention/query_clustering.h"
+
+namespace eng {
+
+class ImprovedClusteredAttention : public QueryClusteredAttention {
+ public:
+  // causal_form: the `causal-improved-clustered` variant.
+  ImprovedClusteredAttention(const AttentionConfig& config, bool causal_form);
+  std::string name() const override { return variant_; }
+  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
+
+  int64_t topk() const { return topk_; }
+  bool causal_form() const { return causal_form_; }
+
+ private:
+  Tensor improved(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
+                  const std::vector<int64_t>& ids, int64_t kk) const;
+  Tensor causal(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
+                const std::vector<int64_t>& ids, int64_t kk) const;
+
+  bool causal_form_;
+  int64_t topk_;
+};
+
+}  // namespace eng
