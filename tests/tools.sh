@@ -27,6 +27,12 @@ check "--detect-anomaly names the op" $?
 out=$(train "${small[@]}" --on-nan maybe 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "train: --on-nan must be stop or skip, got 'maybe'" <<<"$out"; check "a bad --on-nan value" $?
 
+# Resource and configuration errors: a clear message and exit status 1, never a crash.
+out=$(train copy --d-model 1000000000 --heads 1 --layers 1 --steps 1 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "error: allocator: out of memory allocating" <<<"$out"; check "an impossible allocation" $?
+out=$(train copy --d-model 30 --heads 4 --steps 1 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "error: config: d_model 30 is not divisible by heads 4" <<<"$out"; check "d_model % heads" $?
+
 # Character-level LM on a text file (this repository's README): bits per character on validation and test.
 out=$(train text --data README.md --layers 1 --d-model 16 --heads 2 --seq-len 32 --batch 8 --steps 20 \
       --eval-every 10 --threads 2 --attention causal-linear 2>&1); rc=$?
@@ -54,6 +60,12 @@ else
   train "${run[@]}" --checkpoint "$dir/killed.st" >/dev/null 2>&1; check "rerun (killed before a checkpoint)" $?
 fi
 cmp -s "$dir/straight.st" "$dir/killed.st"; check "final checkpoint bit-identical to the uninterrupted run" $?
+
+# A checkpoint of another task (another vocabulary) is refused on resume, naming the tensor.
+out=$(train text --data README.md --layers 2 --d-model 32 --heads 2 --seq-len 16 --batch 16 --steps 1 --threads 2 \
+      --resume "$dir/straight.st" 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "parameter 'embed.tokens.weight' has shape \[12, 32\], the model has \[256, 32\]" <<<"$out"
+check "resume with another task's checkpoint (another vocabulary)" $?
 
 # The embedding example continues a prompt from the trained checkpoint (vocabulary 12: 10 symbols + 2).
 out=$(embed "$dir/straight.st" 5,3,7,2,1 4 2>&1); rc=$?
