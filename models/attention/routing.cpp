@@ -1,0 +1,213 @@
+#include "models/attention/routing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#include "engine/error.h"
+#include "engine/rng.h"
+#include "ops/binary.h"
+#include "ops/index.h"
+#include "ops/matmul.h"
+#include "ops/norm.h"
+#include "ops/reduce.h"
+#include "ops/softmax.h"
+#include "ops/view.h"
+
+namespace eng {
+
+ENG_REGISTER_ATTENTION("routing",
+                       "Routing Transformer attention (Roy et al. 2020): online k-means centroids, each takes its top-w "
+                       "queries and keys, O(N*w), causal or not",
+                       [](const AttentionConfig& c) { return std::make_unique<RoutingAttention>(c); });
+
+namespace {
+
+// The variant's own Philox key, so that the centroids never reuse the words of the model's generator Rng(seed).
+constexpr uint64_t kStream = 0x726f7574'696e6721ull;  // "routing!"
+
+std::vector<double> as_doubles(const std::vector<int64_t>& v) { return std::vector<double>(v.begin(), v.end()); }
+
+// μ_c · x for the D values at x; a NaN score ranks last, so that the sort below keeps a strict weak order.
+double score(const double* mu, const double* x, int64_t D) {
+  double s = 0;
+  for (int64_t d = 0; d < D; ++d) s += mu[d] * x[d];
+  return std::isnan(s) ? -std::numeric_limits<double>::infinity() : s;
+}
+
+// The w positions of the highest scores (ties: lower position first), returned in increasing position order.
+void top_w(const std::vector<double>& s, int64_t w, std::vector<int64_t>& perm, int64_t* out) {
+  std::iota(perm.begin(), perm.end(), int64_t(0));
+  std::partial_sort(perm.begin(), perm.begin() + w, perm.end(), [&s](int64_t a, int64_t b) {
+    return s[size_t(a)] > s[size_t(b)] || (s[size_t(a)] == s[size_t(b)] && a < b);
+  });
+  std::sort(perm.begin(), perm.begin() + w);
+  std::copy(perm.begin(), perm.begin() + w, out);
+}
+
+// Key j of batch element b counts as real (for ranking and for the centroid update) when j < its key length.
+int64_t real_length(const AttentionMask& mask, int64_t b, int64_t N) {
+  return mask.key_lengths.empty() ? N : mask.key_lengths[size_t(b)];
+}
+
+}  // namespace
+
+RoutingAttention::RoutingAttention(const AttentionConfig& config)
+    : heads_(config.heads),
+      head_dim_(config.head_dim),
+      clusters_(config.options.get_int("clusters", 8)),
+      window_(config.options.get_int("window", 0)),
+      decay_(config.options.get_double("decay", 0.999)) {
+  ENG_CHECK(clusters_ >= 1, "attention 'routing': option clusters must be >= 1, got ", clusters_);
+  ENG_CHECK(window_ >= 0, "attention 'routing': option window must be >= 0 (0: ceil(N / clusters)), got ", window_);
+  ENG_CHECK(decay_ >= 0 && decay_ < 1, "attention 'routing': option decay must be in [0, 1), got ", decay_);
+  ENG_CHECK(heads_ >= 1 && head_dim_ >= 1, "attention 'routing': needs heads >= 1 and head_dim >= 1 (the centroids "
+            "are [heads, clusters, head_dim]), got ", heads_, " and ", head_dim_);
+  Rng rng(config.seed ^ kStream);
+  centroids_ = register_buffer("centroids", randn({heads_, clusters_, head_dim_}, rng, DType::F64));
+}
+
+int64_t RoutingAttention::window(int64_t n) const {
+  const int64_t w = window_ > 0 ? window_ : (n + clusters_ - 1) / clusters_;
+  return std::min(w, n);
+}
+
+RoutingAttention::Routes RoutingAttention::routes(const Tensor& q, const Tensor& k, const AttentionMask& mask) const {
+  ENG_CHECK(q.dim() == 4 && k.dim() == 4 && q.shape() == k.shape(), "routing routes: q and k must be [B, H, N, D] "
+            "of one shape, got q ", q.shape(), " and k ", k.shape());
+  return route_normalised(layer_norm(q.detach(), Tensor(), Tensor()), layer_norm(k.detach(), Tensor(), Tensor()), mask);
+}
+
+RoutingAttention::Routes RoutingAttention::route_normalised(const Tensor& q, const Tensor& k,
+                                                           const AttentionMask& mask) const {
+  const int64_t B = q.size(0), H = q.size(1), N = q.size(2), D = q.size(3), C = clusters_, w = window(N);
+  ENG_CHECK(H == heads_ && D == head_dim_, "routing attention: q ", q.shape(), " needs ", heads_, " heads of dim ",
+            head_dim_, " (the centroids are [", heads_, ", ", C, ", ", head_dim_, "])");
+  const std::vector<double> x = q.to_vector(), y = k.to_vector(), mu = centroids_.to_vector();
+  std::vector<int64_t> qs(size_t(B * H * C * w)), ks(qs.size()), perm(static_cast<size_t>(N));
+  std::vector<double> sq(static_cast<size_t>(N)), sk(static_cast<size_t>(N));
+  const double inf = std::numeric_limits<double>::infinity();
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t len = real_length(mask, b, N);
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t c = 0; c < C; ++c) {
+        const double* m = &mu[size_t((h * C + c) * D)];
+        for (int64_t i = 0; i < N; ++i) {
+          const size_t row = size_t(((b * H + h) * N + i) * D);
+          sq[size_t(i)] = score(m, &x[row], D);
+          sk[size_t(i)] = i < len ? score(m, &y[row], D) : -inf;  // padded keys fill a set only when nothing else can
+        }
+        const size_t at = size_t(((b * H + h) * C + c) * w);
+        top_w(sq, w, perm, &qs[at]);
+        top_w(sk, w, perm, &ks[at]);
+      }
+  }
+  return {from_vector(as_doubles(qs), {B, H, C, w}, DType::I64), from_vector(as_doubles(ks), {B, H, C, w}, DType::I64)};
+}
+
+void RoutingAttention::update_centroids(const Tensor& qn, const Tensor& kn, const AttentionMask& mask) {
+  const int64_t B = qn.size(0), H = qn.size(1), N = qn.size(2), D = qn.size(3), C = clusters_;
+  const std::vector<double> x = qn.to_vector(), y = kn.to_vector();
+  double* mu = centroids_.data<double>();
+  std::vector<double> sums(size_t(C * D)), counts(static_cast<size_t>(C));
+  for (int64_t h = 0; h < H; ++h) {
+    std::fill(sums.begin(), sums.end(), 0.0);
+    std::fill(counts.begin(), counts.end(), 0.0);
+    auto assign = [&](const double* row) {  // the nearest centroid: the largest μ_c · x̂, the first on ties
+      int64_t best = 0;
+      double top = score(&mu[size_t(h * C * D)], row, D);
+      for (int64_t c = 1; c < C; ++c) {
+        const double s = score(&mu[size_t((h * C + c) * D)], row, D);
+        if (s > top) top = s, best = c;
+      }
+      for (int64_t d = 0; d < D; ++d) sums[size_t(best * D + d)] += row[d];
+      counts[size_t(best)] += 1;
+    };
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < real_length(mask, b, N); ++i) {
+        const size_t row = size_t(((b * H + h) * N + i) * D);
+        assign(&x[row]);
+        assign(&y[row]);
+      }
+    for (int64_t c = 0; c < C; ++c) {
+      if (counts[size_t(c)] == 0) continue;  // no vector routed to it: it keeps its place
+      for (int64_t d = 0; d < D; ++d) {
+        double& m = mu[size_t((h * C + c) * D + d)];
+        m = decay_ * m + (1 - decay_) * sums[size_t(c * D + d)] / counts[size_t(c)];
+      }
+    }
+  }
+}
+
+Tensor RoutingAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
+  check_qkv(q, k, v, "routing attention");
+  ENG_CHECK(q.size(2) == k.size(2), "routing attention: self-attention only (queries and keys are routed to the "
+            "same centroids in pairs of sets), got q ", q.shape(), " and k ", k.shape());
+  const int64_t B = q.size(0), H = q.size(1), N = q.size(2), D = q.size(3), Dv = v.size(3);
+  check_attention_mask(mask, B, H, N, N, q.dtype(), "routing attention");
+  ENG_CHECK(!mask.keep.defined() && !mask.bias.defined() && !mask.alibi_slopes.defined(),
+            "routing attention: keep, bias and ALiBi masks are not supported (logits exist only inside the routed "
+            "sets); only causal and key_lengths are (q ", q.shape(), ", k ", k.shape(), ")");
+  ENG_CHECK(!mask.causal || mask.query_offset == 0,
+            "routing attention: causal masking needs query_offset 0 (no KV cache), got ", mask.query_offset,
+            " for q ", q.shape());
+  ENG_CHECK(H == heads_ && D == head_dim_, "routing attention: q ", q.shape(), " needs ", heads_, " heads of dim ",
+            head_dim_, " (the centroids are [", heads_, ", ", clusters_, ", ", head_dim_, "])");
+  if (N == 0) return mul_scalar(v, 0.0);
+  const Tensor qn = layer_norm(q, Tensor(), Tensor()), kn = layer_norm(k, Tensor(), Tensor());
+  const Routes r = route_normalised(qn, kn, mask);
+  const int64_t C = clusters_, w = r.queries.size(3), BH = B * H;
+  const std::vector<double> qd = r.queries.to_vector(), kd = r.keys.to_vector();
+
+  // The additive term of the routed logits [B, H, C, w, w] (0 or −inf), and, per (query, centroid), the row of
+  // o_i^(c) in the flattened routed output with the weight 1/|S_i| it enters the mean with (0 outside S_i).
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> bias(size_t(BH * C * w * w), 0.0), weight(size_t(BH * N * C), 0.0);
+  std::vector<int64_t> pick(weight.size(), 0), in_sets(size_t(BH * N), 0);
+  for (int64_t bh = 0; bh < BH; ++bh)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t s = 0; s < w; ++s) {
+        const size_t set = size_t((bh * C + c) * w);
+        const int64_t i = int64_t(qd[set + size_t(s)]), end = attention_key_end(mask, bh / H, i, N);
+        bool any = false;
+        for (int64_t t = 0; t < w; ++t) {
+          const bool seen = int64_t(kd[set + size_t(t)]) < end;
+          any = any || seen;
+          if (!seen) bias[(set + size_t(s)) * size_t(w) + size_t(t)] = -inf;
+        }
+        if (!any) continue;
+        pick[size_t((bh * N + i) * C + c)] = int64_t(set) + s;
+        weight[size_t((bh * N + i) * C + c)] = 1;
+        ++in_sets[size_t(bh * N + i)];
+      }
+  for (size_t e = 0; e < weight.size(); ++e)
+    if (weight[e] != 0) weight[e] /= double(in_sets[e / size_t(C)]);
+
+  std::vector<double> gidx_q(size_t(BH * C * w)), gidx_k(gidx_q.size());
+  for (int64_t bh = 0; bh < BH; ++bh)
+    for (int64_t e = 0; e < C * w; ++e) {
+      gidx_q[size_t(bh * C * w + e)] = double(bh * N) + qd[size_t(bh * C * w + e)];
+      gidx_k[size_t(bh * C * w + e)] = double(bh * N) + kd[size_t(bh * C * w + e)];
+    }
+  const Tensor iq = from_vector(gidx_q, {BH * C * w}, DType::I64), ik = from_vector(gidx_k, {BH * C * w}, DType::I64);
+  auto gather_rows = [&](const Tensor& x, const Tensor& idx) {  // rows of x [B, H, N, F] -> [B, H, C, w, F]
+    const int64_t F = x.size(3);
+    return reshape(index_select(reshape(x, {BH * N, F}), 0, idx), {B, H, C, w, F});
+  };
+  const Tensor sq = gather_rows(qn, iq), sk = gather_rows(kn, ik), sv = gather_rows(v, ik);
+  const DType dt = q.dtype();
+  Tensor logits = mul_scalar(matmul(sq, transpose(sk, -2, -1)), 1.0 / std::sqrt(double(D)));
+  logits = add(logits, from_vector(bias, {B, H, C, w, w}, dt));
+  const Tensor o = matmul(softmax(logits, -1), sv);  // [B, H, C, w, Dv]: o_i^(c); a row with no key gives zeros
+
+  const Tensor per_set = reshape(index_select(reshape(o, {BH * C * w, Dv}), 0,
+                                              from_vector(as_doubles(pick), {BH * N * C}, DType::I64)),
+                                 {B, H, N, C, Dv});
+  const Tensor out = sum(mul(per_set, from_vector(weight, {B, H, N, C, 1}, dt)), {3});
+  if (training()) update_centroids(qn, kn, mask);
+  return out;
+}
+
+}  // namespace eng

@@ -1,0 +1,183 @@
+#include "models/attention/sinkhorn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "engine/error.h"
+#include "engine/rng.h"
+#include "ops/binary.h"
+#include "ops/cumsum.h"
+#include "ops/index.h"
+#include "ops/matmul.h"
+#include "ops/reduce.h"
+#include "ops/select.h"
+#include "ops/softmax.h"
+#include "ops/unary.h"
+#include "ops/view.h"
+
+namespace eng {
+
+ENG_REGISTER_ATTENTION("sinkhorn",
+                       "Sparse Sinkhorn attention (Tay et al. 2020): a learned sorting network and Sinkhorn "
+                       "normalisation sort key blocks; local + sorted block, SortCut, O(N*block), causal or not",
+                       [](const AttentionConfig& c) { return std::make_unique<SinkhornAttention>(c); });
+
+namespace {
+
+// The variant's own Philox key, so that the sorting network never reuses the words of the model's generator.
+constexpr uint64_t kStream = 0x73696e6b'686f726eull;  // "sinkhorn"
+
+double inf() { return std::numeric_limits<double>::infinity(); }
+
+}  // namespace
+
+SinkhornAttention::SinkhornAttention(const AttentionConfig& config)
+    : heads_(config.heads),
+      head_dim_(config.head_dim),
+      max_len_(config.max_len),
+      block_(config.options.get_int("block", 64)),
+      iters_(config.options.get_int("iters", 5)),
+      sortcut_(config.options.get_int("sortcut", 0)),
+      temperature_(config.options.get_double("temperature", 0.75)) {
+  ENG_CHECK(block_ >= 1, "attention 'sinkhorn': option block must be >= 1, got ", block_);
+  ENG_CHECK(iters_ >= 1, "attention 'sinkhorn': option iters must be >= 1, got ", iters_);
+  ENG_CHECK(sortcut_ >= 0, "attention 'sinkhorn': option sortcut must be >= 0 (0: off), got ", sortcut_);
+  ENG_CHECK(temperature_ > 0 && std::isfinite(temperature_),
+            "attention 'sinkhorn': option temperature must be finite and > 0, got ", temperature_);
+  ENG_CHECK(max_len_ >= 1, "attention 'sinkhorn': needs AttentionConfig::max_len >= 1 (the sorting network has one "
+            "output per block), got ", max_len_);
+  ENG_CHECK(heads_ >= 1 && head_dim_ >= 1, "attention 'sinkhorn': needs heads >= 1 and head_dim >= 1, got ", heads_,
+            " and ", head_dim_);
+  ENG_CHECK(!(config.causal && sortcut_ > 0), "attention 'sinkhorn': SortCut has no causal form (every query "
+            "attends to the first sorted blocks, drawn from the whole sequence); use sortcut=0 with causal");
+  const int64_t nb_max = (max_len_ + block_ - 1) / block_;
+  ENG_CHECK(sortcut_ <= nb_max, "attention 'sinkhorn': option sortcut = ", sortcut_, " exceeds the ", nb_max,
+            " blocks of max_len ", max_len_);
+  Rng rng(config.seed ^ kStream);
+  w_ = register_parameter("sort_net", mul_scalar(randn({heads_, head_dim_, nb_max}, rng, DType::F64),
+                                                 1.0 / std::sqrt(double(head_dim_))));
+}
+
+Tensor SinkhornAttention::padded(const Tensor& x, const AttentionMask& mask) const {
+  const int64_t B = x.size(0), H = x.size(1), N = x.size(2), F = x.size(3), c = block(N);
+  const int64_t Np = (N + c - 1) / c * c;
+  Tensor out = Np > N ? concat({x, zeros({B, H, Np - N, F}, x.dtype())}, 2) : x;
+  if (mask.key_lengths.empty()) return out;
+  // masked_fill writes the zeros without reading the padded entries: even inf cannot leak in, and no gradient
+  // flows to them.
+  std::vector<double> pad(size_t(B * Np), 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = mask.key_lengths[size_t(b)]; j < Np; ++j) pad[size_t(b * Np + j)] = 1;
+  return masked_fill(out, from_vector(pad, {B, 1, Np, 1}, DType::I64), 0.0);
+}
+
+Tensor SinkhornAttention::sinkhorn(const Tensor& keys, int64_t c, bool causal) const {
+  const int64_t B = keys.size(0), H = keys.size(1), D = keys.size(3), nb = keys.size(2) / c;
+  Tensor summary = sum(reshape(keys, {B, H, nb, c, D}), {3});  // [B, H, nb, D]: ψ_P, sum pooling
+  if (causal)  // row i summarises the blocks before i only: a shifted cumulative sum, nothing of block i
+    summary = concat({zeros({B, H, 1, D}, keys.dtype()), narrow(cumsum(summary, 2), 2, 0, nb - 1)}, 2);
+  Tensor x = mul_scalar(matmul(summary, narrow(w_, 2, 0, nb).to(keys.dtype())), 1.0 / temperature_);  // R / τ, [B, H, nb, nb]
+  if (!causal) {
+    for (int64_t it = 0; it < iters_; ++it) x = log_softmax(log_softmax(x, -1), -2);  // F_r, then F_c
+    return exp(x);
+  }
+  // Causal balancing. Entry (i, j) exists for j < i only; row 0 has none, so its log_softmax stays −inf (zeros
+  // in P, no NaN). The column step of row i normalises over the rows i' in (j, i]: the diagonal i' = i of a
+  // log_softmax over i' of the masked [nb (i), nb (i'), nb (j)] copy of x.
+  std::vector<double> upper(size_t(nb * nb), 0.0), outside(size_t(nb * nb * nb), 0.0), diag(static_cast<size_t>(nb));
+  for (int64_t i = 0; i < nb; ++i) {
+    diag[size_t(i)] = double(i * nb + i);
+    for (int64_t j = 0; j < nb; ++j) {
+      upper[size_t(i * nb + j)] = j >= i;
+      for (int64_t ip = 0; ip < nb; ++ip) outside[size_t((i * nb + ip) * nb + j)] = ip > i || j >= ip;
+    }
+  }
+  const Tensor up = from_vector(upper, {nb, nb}, DType::I64), out3 = from_vector(outside, {nb, nb, nb}, DType::I64);
+  const Tensor di = from_vector(diag, {nb}, DType::I64);
+  x = masked_fill(x, up, -inf());
+  for (int64_t it = 0; it < iters_; ++it) {
+    x = log_softmax(x, -1);
+    const Tensor y = masked_fill(expand(unsqueeze(x, 2), {B, H, nb, nb, nb}), out3, -inf());
+    x = index_select(reshape(log_softmax(y, 3), {B, H, nb * nb, nb}), 2, di);
+  }
+  return exp(x);
+}
+
+Tensor SinkhornAttention::sorting_matrix(const Tensor& k, const AttentionMask& mask) const {
+  ENG_CHECK(k.dim() == 4 && k.size(1) == heads_ && k.size(3) == head_dim_ && k.size(2) >= 1,
+            "sinkhorn sorting_matrix: k must be [B, ", heads_, ", N >= 1, ", head_dim_, "], got ", k.shape());
+  ENG_CHECK(k.size(2) <= max_len_, "sinkhorn attention: k ", k.shape(), " has ", k.size(2),
+            " positions, more than max_len ", max_len_, " that the sorting network was built for");
+  return sinkhorn(padded(k, mask), block(k.size(2)), mask.causal);
+}
+
+Tensor SinkhornAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
+  check_qkv(q, k, v, "sinkhorn attention");
+  ENG_CHECK(q.size(2) == k.size(2), "sinkhorn attention: self-attention only (query block i is paired with key "
+            "block i), got q ", q.shape(), " and k ", k.shape());
+  const int64_t B = q.size(0), H = q.size(1), N = q.size(2), D = q.size(3), Dv = v.size(3);
+  check_attention_mask(mask, B, H, N, N, q.dtype(), "sinkhorn attention");
+  ENG_CHECK(!mask.keep.defined() && !mask.bias.defined() && !mask.alibi_slopes.defined(),
+            "sinkhorn attention: keep, bias and ALiBi masks are not supported (sorted keys are mixtures of "
+            "positions); only causal and key_lengths are (q ", q.shape(), ", k ", k.shape(), ")");
+  ENG_CHECK(!mask.causal || mask.query_offset == 0,
+            "sinkhorn attention: causal masking needs query_offset 0 (no KV cache), got ", mask.query_offset,
+            " for q ", q.shape());
+  ENG_CHECK(!(mask.causal && sortcut_ > 0), "sinkhorn attention: SortCut has no causal form, got a causal mask "
+            "with sortcut = ", sortcut_);
+  ENG_CHECK(H == heads_ && D == head_dim_, "sinkhorn attention: q ", q.shape(), " needs ", heads_, " heads of dim ",
+            head_dim_, " (the sorting network is [", heads_, ", ", head_dim_, ", nb])");
+  ENG_CHECK(N <= max_len_, "sinkhorn attention: q ", q.shape(), " has ", N, " positions, more than max_len ",
+            max_len_, " that the sorting network was built for");
+  if (N == 0) return mul_scalar(v, 0.0);
+  const int64_t c = block(N), nb = (N + c - 1) / c, Np = nb * c;
+  ENG_CHECK(sortcut_ <= nb, "sinkhorn attention: sortcut = ", sortcut_, " exceeds the ", nb, " blocks of q ",
+            q.shape(), " (block ", c, ")");
+  const Tensor keys = padded(k, mask), values = padded(v, mask);
+  const Tensor p = sinkhorn(keys, c, mask.causal);  // [B, H, nb, nb]
+  auto blocks = [&](const Tensor& x) { return reshape(x, {B, H, nb, c, x.size(3)}); };
+  auto sorted = [&](const Tensor& x) {  // ψ_S(X)_i = Σ_j P_ij X_j over whole blocks
+    const int64_t F = x.size(3);
+    return reshape(matmul(p, reshape(x, {B, H, nb, c * F})), {B, H, nb, c, F});
+  };
+  const Tensor qb = blocks(Np > N ? concat({q, zeros({B, H, Np - N, D}, q.dtype())}, 2) : q);
+
+  // The additive term (0 or −inf), per batch element (every head sees the same keys). A local key is hidden by
+  // causality and padding (internal padding counts as padding); a sorted slot t is hidden when it is padding in
+  // every block the row draws from: t >= the key length (block 0 holds the lowest positions), or no block at all.
+  const int64_t W = sortcut_ > 0 ? sortcut_ * c : 2 * c;
+  std::vector<double> bias(size_t(B * nb * c * W), 0.0);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t len = mask.key_lengths.empty() ? N : mask.key_lengths[size_t(b)];
+    for (int64_t blk = 0; blk < nb; ++blk)
+      for (int64_t r = 0; r < c; ++r) {
+        double* row = &bias[size_t(((b * nb + blk) * c + r) * W)];
+        if (sortcut_ > 0) {
+          for (int64_t e = 0; e < W; ++e)
+            if (e % c >= len) row[e] = -inf();
+          continue;
+        }
+        const int64_t end = attention_key_end(mask, b, blk * c + r, N);
+        for (int64_t t = 0; t < c; ++t) {
+          if (blk * c + t >= end) row[t] = -inf();
+          if (t >= len || (mask.causal && blk == 0)) row[c + t] = -inf();
+        }
+      }
+  }
+  const Tensor bias_t = from_vector(bias, {B, 1, nb, c, W}, q.dtype());
+  Tensor kk, vv;
+  if (sortcut_ > 0) {
+    kk = reshape(narrow(sorted(keys), 2, 0, sortcut_), {B, H, 1, W, D});
+    vv = reshape(narrow(sorted(values), 2, 0, sortcut_), {B, H, 1, W, Dv});
+  } else {
+    kk = concat({blocks(keys), sorted(keys)}, 3);
+    vv = concat({blocks(values), sorted(values)}, 3);
+  }
+  Tensor logits = mul_scalar(matmul(qb, transpose(kk, -2, -1)), 1.0 / std::sqrt(double(D)));
+  const Tensor out = matmul(softmax(add(logits, bias_t), -1), vv);  // [B, H, nb, c, Dv]
+  return narrow(reshape(out, {B, H, Np, Dv}), 2, 0, N);
+}
+
+}  // namespace eng
