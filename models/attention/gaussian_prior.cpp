@@ -1,0 +1,57 @@
+#include "models/attention/gaussian_prior.h"
+
+#include <cmath>
+#include <vector>
+
+#include "engine/error.h"
+#include "ops/attention_naive.h"
+#include "ops/binary.h"
+#include "ops/unary.h"
+#include "ops/view.h"
+
+namespace eng {
+
+ENG_REGISTER_ATTENTION("gaussian-prior",
+                       "softmax attention plus a learned Gaussian locality prior -(i-j)^2/(2 sigma_h^2) on the logits "
+                       "(Yang et al. 2018), O(N^2)",
+                       [](const AttentionConfig& c) { return std::make_unique<GaussianPriorAttention>(c); });
+
+Tensor gaussian_prior_bias(const Tensor& log_sigma, int64_t Lq, int64_t Lk, int64_t query_offset) {
+  ENG_CHECK(log_sigma.dim() == 1, "gaussian_prior_bias: log_sigma must be [H], got ", log_sigma.shape());
+  const int64_t H = log_sigma.size(0);
+  std::vector<double> d2(size_t(Lq * Lk));
+  for (int64_t i = 0; i < Lq; ++i)
+    for (int64_t j = 0; j < Lk; ++j) {
+      const double d = double(i + query_offset - j);
+      d2[size_t(i * Lk + j)] = d * d;
+    }
+  // −1 / (2σ²) = −exp(−2 log σ) / 2, per head
+  const Tensor coef = mul_scalar(exp(mul_scalar(log_sigma, -2.0)), -0.5);
+  return mul(from_vector(d2, {1, 1, Lq, Lk}, log_sigma.dtype()), reshape(coef, {1, H, 1, 1}));
+}
+
+GaussianPriorAttention::GaussianPriorAttention(const AttentionConfig& config) : heads_(config.heads) {
+  const double sigma = config.options.get_double("sigma", 8.0);
+  ENG_CHECK(sigma > 0 && std::isfinite(sigma), "attention 'gaussian-prior': option sigma must be > 0 (positions), got ",
+            sigma);
+  if (config.options.items().count("scale")) {
+    scale_ = config.options.get_double("scale", 0.0);
+    ENG_CHECK(scale_ > 0 && std::isfinite(scale_), "attention 'gaussian-prior': option scale must be > 0, got ",
+              scale_);
+  }
+  ENG_CHECK(heads_ >= 1, "attention 'gaussian-prior': needs heads >= 1, got ", heads_);
+  log_sigma_ = register_parameter("log_sigma", full({heads_}, std::log(sigma)));
+}
+
+Tensor GaussianPriorAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
+  check_qkv(q, k, v, "gaussian-prior attention");
+  ENG_CHECK(q.size(1) == heads_, "gaussian-prior attention: built for ", heads_, " heads, got q ", q.shape());
+  check_attention_mask(mask, q.size(0), q.size(1), q.size(2), k.size(2), q.dtype(), "gaussian-prior attention");
+  AttentionMask m = mask;
+  const Tensor g = gaussian_prior_bias(log_sigma_.to(q.dtype()), q.size(2), k.size(2), mask.query_offset);
+  m.bias = mask.bias.defined() ? add(mask.bias, g) : g;
+  const double scale = scale_ > 0 ? scale_ : 1.0 / std::sqrt(double(q.size(3)));
+  return naive_attention(q, k, v, m, scale);
+}
+
+}  // namespace eng
