@@ -264,8 +264,11 @@ bool is_gzip(const std::vector<uint8_t>& bytes) { return bytes.size() >= 2 && by
 std::vector<uint8_t> gunzip(const std::vector<uint8_t>& file, const std::string& what, size_t max_output) {
   auto error = [&](auto&&... parts) { fail("gzip: ", what, ": ", parts...); };
   std::vector<uint8_t> out;
-  // The last trailer's length is the whole size for a one-member file (mod 2^32): a reservation hint.
-  if (file.size() >= 18) out.reserve(std::min<size_t>(le32(file.data() + file.size() - 4), max_output));
+  // The last trailer's length is the whole size for a one-member file (mod 2^32): a reservation hint, trusted
+  // only up to what DEFLATE can produce from this many bytes (at most 1032:1), so that a 20-byte file claiming
+  // 4 GiB cannot make us reserve it (found by `make fuzz`, tests/fuzz/regressions/idx/).
+  if (file.size() >= 18)
+    out.reserve(std::min({size_t(le32(file.data() + file.size() - 4)), max_output, file.size() * 1032}));
   size_t pos = 0;
   do {
     const size_t n = file.size() - pos;
