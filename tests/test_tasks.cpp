@@ -1,5 +1,5 @@
 // The synthetic tasks of the dataset layer beyond copy / reverse / sort: associative recall and the
-// speech-like CTC task.
+// speech-like CTC task, and images as pixel sequences.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -7,6 +7,7 @@
 #include <set>
 
 #include "datasets/ctc_task.h"
+#include "datasets/pixel_task.h"
 #include "datasets/recall_task.h"
 #include "engine/error.h"
 
@@ -116,4 +117,33 @@ TEST_CASE("ctc task: frames are each phoneme's pattern plus noise, for its durat
   CHECK(noisy.sample(3, a).frames.to_vector() == noisy.sample(3, c).frames.to_vector());
   CHECK_THROWS_WITH(CTCTask(CTCTaskOptions{1, 4, 1, 2, 2, 6, 0.5, 1}),
                     "ctc task: needs at least 2 phonemes (no phoneme repeats its predecessor), got 1");
+}
+
+TEST_CASE("pixel task: raster-order targets, inputs shifted behind the start token, images back from tokens") {
+  ImageDataset d;
+  d.name = "tiny";
+  d.channels = 2, d.height = 2, d.width = 3;
+  for (int64_t n = 0; n < 3; ++n) {
+    for (int64_t j = 0; j < 12; ++j) d.pixels.push_back(uint8_t(n * 50 + j));
+    d.labels.push_back(uint8_t(n));
+  }
+  PixelTask task(d);
+  CHECK(task.length() == 12);
+  const LMBatch b = task.range(1, 2);
+  CHECK(b.inputs.shape() == Shape{2, 12});
+  for (int64_t i = 0; i < 2; ++i) {
+    CHECK(b.inputs.at({i, 0}) == PixelTask::kStart);
+    for (int64_t t = 0; t < 12; ++t) {
+      CHECK(b.targets.at({i, t}) == double((i + 1) * 50 + t));  // channel-major raster order
+      if (t > 0) CHECK(b.inputs.at({i, t}) == b.targets.at({i, t - 1}));
+    }
+  }
+  const Tensor images = task.to_images(b.targets);
+  CHECK(images.shape() == Shape{2, 2, 2, 3});
+  CHECK(images.at({1, 1, 0, 2}) == double(100 + 6 + 2));
+  Rng rng(3);
+  const LMBatch s = task.sample(5, rng);
+  for (int64_t i = 0; i < 5; ++i) CHECK(int64_t(s.targets.at({i, 0})) % 50 == 0);
+  CHECK_THROWS_WITH(task.range(2, 2), "pixel task: images [2, 4) are outside tiny of 3");
+  CHECK_THROWS_WITH(task.to_images(zeros({1, 5}, DType::I64)), "pixel task: tokens [1, 5] are not rows of 12 pixels");
 }
