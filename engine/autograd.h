@@ -12,7 +12,8 @@
 //   held for the backward pass is released as the pass goes. Calling backward through the same nodes
 //   again throws; pass retain_graph = true to keep them. A graph that is never backpropagated is
 //   freed when its last output tensor goes away (also iteratively).
-// - Backward closures run with grad mode off (no higher-order gradients).
+// - Backward closures run with grad mode off (no higher-order gradients); one may turn it on again
+//   (EnableGradGuard) to build and backpropagate a local graph of its own (nested backward).
 // - With anomaly detection on (engine/anomaly.h), the first op whose output or gradient turns non-finite
 //   from finite inputs throws, naming the op.
 #pragma once
@@ -43,6 +44,19 @@ class NoGradGuard {
   ~NoGradGuard();
   NoGradGuard(const NoGradGuard&) = delete;
   NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// Turns recording on for its lifetime. For backward closures (which run with grad mode off) that recompute
+// part of the forward and backpropagate through it: the reversible stack (models/reversible.h).
+class EnableGradGuard {
+ public:
+  EnableGradGuard();
+  ~EnableGradGuard();
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
 
  private:
   bool prev_;

@@ -107,6 +107,11 @@ void check_checkpoint_config(const std::string& path, const std::map<std::string
     ENG_CHECK(it->second == v, "checkpoint ", path, " is for a different model: ", k, " = ", it->second,
               " in the checkpoint, ", v, " requested");
   }
+  // Keys written only when they differ from a default (kv_heads, reversible) must not be silently dropped.
+  for (const auto& [key, value] : metadata)
+    if (key.rfind("config.", 0) == 0)
+      ENG_CHECK(config.count(key.substr(7)), "checkpoint ", path, " is for a different model: ", key.substr(7), " = ",
+                value, " in the checkpoint, not set in the requested model");
 }
 
 }  // namespace eng

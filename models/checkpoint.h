@@ -20,7 +20,7 @@ void save_checkpoint(const std::string& path, const Module& model, const Optimiz
 std::map<std::string, std::string> load_checkpoint(const std::string& path, Module& model, Optimizer* optimizer);
 
 // Throws naming the file and the first differing key when the checkpoint's "config.*" metadata differs
-// from `config` (a checkpoint of another model).
+// from `config` (a checkpoint of another model), including a key only one of them has.
 void check_checkpoint_config(const std::string& path, const std::map<std::string, std::string>& metadata,
                              const std::map<std::string, std::string>& config);
 

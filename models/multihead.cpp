@@ -23,15 +23,26 @@ AttentionConfig mechanism_config(const MultiHeadConfig& c, uint64_t stream) {
   return a;
 }
 
+// Width of the k and v projections: kv_heads · head_dim (d_model for plain multi-head attention).
+int64_t kv_width(const MultiHeadConfig& c) {
+  ENG_CHECK(c.heads >= 1 && c.d_model % c.heads == 0, "MultiHeadAttention: d_model ", c.d_model,
+            " is not divisible by heads ", c.heads);
+  const int64_t g = c.kv_heads == 0 ? c.heads : c.kv_heads;
+  ENG_CHECK(g >= 1 && g <= c.heads && c.heads % g == 0, "MultiHeadAttention: kv_heads ", c.kv_heads,
+            " must divide heads ", c.heads, " (0 = heads, 1 = multi-query)");
+  return g * (c.d_model / c.heads);
+}
+
 }  // namespace
 
 MultiHeadAttention::MultiHeadAttention(const MultiHeadConfig& cfg, Rng& rng)
     : q_proj(cfg.d_model, cfg.d_model, rng),
-      k_proj(cfg.d_model, cfg.d_model, rng),
-      v_proj(cfg.d_model, cfg.d_model, rng),
+      k_proj(cfg.d_model, kv_width(cfg), rng),
+      v_proj(cfg.d_model, kv_width(cfg), rng),
       out_proj(cfg.d_model, cfg.d_model, rng),
       cfg_(cfg),
       head_dim_(cfg.d_model / std::max<int64_t>(cfg.heads, 1)),
+      kv_heads_(cfg.kv_heads == 0 ? cfg.heads : cfg.kv_heads),
       attn_(make_attention(cfg.attention, mechanism_config(cfg, rng.position()))),
       drop_(cfg.dropout, rng) {
   ENG_CHECK(cfg.positional != PositionalKind::Rotary || head_dim_ % 2 == 0,
@@ -45,10 +56,19 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadConfig& cfg, Rng& rng)
   if (cfg.positional == PositionalKind::Alibi) alibi_ = alibi_slopes(cfg.heads);
 }
 
-Tensor MultiHeadAttention::split_heads(const Tensor& x) const {
-  ENG_CHECK(x.dim() == 3 && x.size(2) == cfg_.d_model, "MultiHeadAttention: input must be [B, L, ", cfg_.d_model,
-            "], got ", x.shape());
-  return transpose(reshape(x, {x.size(0), x.size(1), cfg_.heads, head_dim_}), 1, 2);
+Tensor MultiHeadAttention::split_heads(const Tensor& x, int64_t heads) const {
+  ENG_CHECK(x.dim() == 3 && x.size(2) == heads * head_dim_, "MultiHeadAttention: input must be [B, L, ",
+            heads * head_dim_, "], got ", x.shape());
+  return transpose(reshape(x, {x.size(0), x.size(1), heads, head_dim_}), 1, 2);
+}
+
+Tensor MultiHeadAttention::expand_groups(const Tensor& kv) const {
+  if (kv_heads_ == cfg_.heads) return kv;
+  // Head h = g·r + j reads group g = h / r: [B, G, 1, L, Dh] -> [B, G, r, L, Dh] by a stride-0 expand, then
+  // merged into H heads (a view when G = 1; reshape copies when 1 < G < H, as no stride maps h to h / r).
+  const int64_t r = cfg_.heads / kv_heads_;
+  Tensor e = expand(unsqueeze(kv, 2), {kv.size(0), kv_heads_, r, kv.size(2), kv.size(3)});
+  return reshape(e, {kv.size(0), cfg_.heads, kv.size(2), kv.size(3)});
 }
 
 Tensor MultiHeadAttention::merge_heads(const Tensor& x) const {
@@ -61,15 +81,15 @@ Tensor MultiHeadAttention::finish(const Tensor& heads_out) const {
 }
 
 Tensor MultiHeadAttention::forward(const Tensor& x_q, const Tensor& x_kv, AttentionMask mask) const {
-  Tensor q = split_heads(q_proj.forward(x_q));
-  Tensor k = split_heads(k_proj.forward(x_kv));
-  Tensor v = split_heads(v_proj.forward(x_kv));
-  if (cfg_.positional == PositionalKind::Rotary) {
+  Tensor q = split_heads(q_proj.forward(x_q), cfg_.heads);
+  Tensor k = split_heads(k_proj.forward(x_kv), kv_heads_);
+  Tensor v = split_heads(v_proj.forward(x_kv), kv_heads_);
+  if (cfg_.positional == PositionalKind::Rotary) {  // on the G groups, before expanding: the same per head
     q = rope(q, mask.query_offset);
     k = rope(k, 0);
   }
   if (alibi_.defined()) mask.alibi_slopes = alibi_.dtype() == q.dtype() ? alibi_ : alibi_.to(q.dtype());
-  return finish(attn_->forward(q, k, v, mask));
+  return finish(attn_->forward(q, expand_groups(k), expand_groups(v), mask));
 }
 
 std::unique_ptr<AttentionState> MultiHeadAttention::new_state() const {
@@ -81,9 +101,9 @@ std::unique_ptr<AttentionState> MultiHeadAttention::new_state() const {
 Tensor MultiHeadAttention::step(const Tensor& x_t, AttentionState& state) const {
   ENG_CHECK(x_t.dim() == 3 && x_t.size(1) == 1, "MultiHeadAttention::step: input must be [B, 1, d_model], got ",
             x_t.shape());
-  Tensor q = split_heads(q_proj.forward(x_t));
-  Tensor k = split_heads(k_proj.forward(x_t));
-  Tensor v = split_heads(v_proj.forward(x_t));
+  Tensor q = split_heads(q_proj.forward(x_t), cfg_.heads);
+  Tensor k = split_heads(k_proj.forward(x_t), kv_heads_);
+  Tensor v = split_heads(v_proj.forward(x_t), kv_heads_);
   if (cfg_.positional == PositionalKind::Rotary) {
     q = rope(q, state.length);
     k = rope(k, state.length);
@@ -92,13 +112,15 @@ Tensor MultiHeadAttention::step(const Tensor& x_t, AttentionState& state) const 
   mask.causal = true;
   mask.query_offset = state.length;
   if (alibi_.defined()) mask.alibi_slopes = alibi_.dtype() == q.dtype() ? alibi_ : alibi_.to(q.dtype());
-  Tensor o = attn_->step(q, k, v, state, mask);
+  // The mechanism's state (e.g. softmax's KV cache) stores the expanded H heads: no memory saved there yet.
+  Tensor o = attn_->step(q, expand_groups(k), expand_groups(v), state, mask);
   state.length++;  // mechanisms only absorb k and v; the layer owns the position count
   return finish(o);
 }
 
 KVMemory MultiHeadAttention::project_memory(const Tensor& memory, std::vector<int64_t> key_lengths) const {
-  KVMemory mem{split_heads(k_proj.forward(memory)), split_heads(v_proj.forward(memory)), std::move(key_lengths), {}};
+  KVMemory mem{expand_groups(split_heads(k_proj.forward(memory), kv_heads_)),
+               expand_groups(split_heads(v_proj.forward(memory), kv_heads_)), std::move(key_lengths), {}};
   AttentionMask mask;
   mask.key_lengths = mem.key_lengths;
   mem.digest = attn_->memory_state(mem.k, mem.v, mask);
@@ -106,7 +128,7 @@ KVMemory MultiHeadAttention::project_memory(const Tensor& memory, std::vector<in
 }
 
 Tensor MultiHeadAttention::attend_memory(const Tensor& x_q, const KVMemory& mem) const {
-  Tensor q = split_heads(q_proj.forward(x_q));
+  Tensor q = split_heads(q_proj.forward(x_q), cfg_.heads);
   if (mem.digest) return finish(attn_->attend_state(q, *mem.digest));
   AttentionMask mask;
   mask.key_lengths = mem.key_lengths;

@@ -2,6 +2,12 @@
 // (models/attention/attention.h, chosen by name). Rotary encodings are applied to q and k here and
 // ALiBi slopes handed to the mechanism, both at absolute positions (offset by the cached length when
 // generating). Dropout applies to the layer's output (the mechanisms have no dropout on probabilities).
+//
+// Grouped-query attention (Ainslie et al. 2023; multi-query, Shazeer 2019, is kv_heads = 1): k_proj and
+// v_proj output kv_heads·head_dim, and query head h reads K/V group h / (heads / kv_heads). The mechanism
+// still sees k and v with `heads` heads: the groups are expanded along the head axis (a stride-0 view for
+// kv_heads = 1, one copy of the projected k and v for 1 < kv_heads < heads), so every variant works
+// unchanged. docs/attention/grouped_query.md.
 #pragma once
 #include <memory>
 #include <string>
@@ -16,6 +22,7 @@ namespace eng {
 struct MultiHeadConfig {
   int64_t d_model = 64;
   int64_t heads = 4;
+  int64_t kv_heads = 0;  // K/V heads: 0 = heads (plain multi-head), 1 = multi-query, else grouped-query
   std::string attention = "softmax";
   AttentionOptions options;
   int64_t max_len = 0;
@@ -53,11 +60,13 @@ class MultiHeadAttention : public Module {
   Linear q_proj, k_proj, v_proj, out_proj;
 
  private:
-  Tensor split_heads(const Tensor& x) const;  // [B, L, d] -> [B, H, L, Dh]
+  Tensor split_heads(const Tensor& x, int64_t heads) const;  // [B, L, heads·Dh] -> [B, heads, L, Dh]
+  Tensor expand_groups(const Tensor& kv) const;               // [B, G, L, Dh] -> [B, H, L, Dh]
   Tensor merge_heads(const Tensor& x) const;  // [B, H, L, Dh] -> [B, L, d]
   Tensor finish(const Tensor& heads_out) const;
   MultiHeadConfig cfg_;
   int64_t head_dim_;
+  int64_t kv_heads_;  // resolved: heads when the config says 0
   std::unique_ptr<Attention> attn_;
   Dropout drop_;
   Tensor alibi_;

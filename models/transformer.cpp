@@ -5,6 +5,7 @@
 
 #include "engine/autograd.h"
 #include "engine/error.h"
+#include "models/reversible.h"
 #include "ops/binary.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
@@ -17,6 +18,8 @@ void TransformerConfig::validate() const {
   ENG_CHECK(vocab >= 2, "config: vocab must be >= 2, got ", vocab);
   ENG_CHECK(d_model >= 1 && heads >= 1, "config: d_model and heads must be >= 1");
   ENG_CHECK(d_model % heads == 0, "config: d_model ", d_model, " is not divisible by heads ", heads);
+  ENG_CHECK(kv_heads == 0 || (kv_heads >= 1 && kv_heads <= heads && heads % kv_heads == 0), "config: kv_heads ",
+            kv_heads, " must divide heads ", heads, " (0 = heads, 1 = multi-query)");
   ENG_CHECK(d_ff >= 1, "config: d_ff must be >= 1, got ", d_ff);
   ENG_CHECK(encoder_layers >= 0 && decoder_layers >= 0 && encoder_layers + decoder_layers >= 1,
             "config: need at least one layer (encoder_layers ", encoder_layers, ", decoder_layers ", decoder_layers, ")");
@@ -24,6 +27,11 @@ void TransformerConfig::validate() const {
   ENG_CHECK(dropout >= 0 && dropout < 1, "config: dropout must be in [0, 1), got ", dropout);
   ENG_CHECK(positional != PositionalKind::Rotary || (d_model / heads) % 2 == 0,
             "config: rotary encoding needs an even head dim, got ", d_model / heads);
+  ENG_CHECK(!reversible || pre_norm, "config: reversible layers need pre-norm (norm=pre); post-norm's norm after "
+            "the residual add cannot be inverted");
+  ENG_CHECK(!reversible || encoder_layers == 0 || decoder_layers == 0, "config: reversible layers are for "
+            "decoder-only and encoder-only models, not encoder-decoder (encoder_layers ", encoder_layers,
+            ", decoder_layers ", decoder_layers, ")");
 }
 
 namespace {
@@ -81,22 +89,28 @@ std::map<std::string, std::string> TransformerConfig::to_map() const {
   std::ostringstream dp;
   dp.precision(17);
   dp << dropout;
-  return {{"vocab", std::to_string(vocab)},
-          {"d_model", std::to_string(d_model)},
-          {"heads", std::to_string(heads)},
-          {"d_ff", std::to_string(d_ff)},
-          {"encoder_layers", std::to_string(encoder_layers)},
-          {"decoder_layers", std::to_string(decoder_layers)},
-          {"max_len", std::to_string(max_len)},
-          {"dropout", dp.str()},
-          {"attention", attention},
-          {"attention_options", join_options(attention_options)},
-          {"cross_attention", cross_attention},
-          {"norm", pre_norm ? "pre" : "post"},
-          {"norm_type", rms_norm ? "rms" : "layer"},
-          {"positional", positional_name(positional)},
-          {"activation", activation_name(activation)},
-          {"seed", std::to_string(seed)}};
+  std::map<std::string, std::string> m{{"vocab", std::to_string(vocab)},
+                                       {"d_model", std::to_string(d_model)},
+                                       {"heads", std::to_string(heads)},
+                                       {"d_ff", std::to_string(d_ff)},
+                                       {"encoder_layers", std::to_string(encoder_layers)},
+                                       {"decoder_layers", std::to_string(decoder_layers)},
+                                       {"max_len", std::to_string(max_len)},
+                                       {"dropout", dp.str()},
+                                       {"attention", attention},
+                                       {"attention_options", join_options(attention_options)},
+                                       {"cross_attention", cross_attention},
+                                       {"norm", pre_norm ? "pre" : "post"},
+                                       {"norm_type", rms_norm ? "rms" : "layer"},
+                                       {"positional", positional_name(positional)},
+                                       {"activation", activation_name(activation)},
+                                       {"seed", std::to_string(seed)}};
+  // Recorded only when it groups heads, so plain multi-head configs (and old checkpoints, which lack the
+  // key and load as kv_heads = heads) keep exactly the keys they had.
+  if (kv_heads != 0 && kv_heads != heads) m["kv_heads"] = std::to_string(kv_heads);
+  // Likewise recorded only when on: old checkpoints and plain models load as reversible = false.
+  if (reversible) m["reversible"] = "true";
+  return m;
 }
 
 TransformerConfig TransformerConfig::from_map(const std::map<std::string, std::string>& m) {
@@ -105,6 +119,7 @@ TransformerConfig TransformerConfig::from_map(const std::map<std::string, std::s
     if (k == "vocab") c.vocab = to_int(k, v);
     else if (k == "d_model") c.d_model = to_int(k, v);
     else if (k == "heads") c.heads = to_int(k, v);
+    else if (k == "kv_heads") c.kv_heads = to_int(k, v);
     else if (k == "d_ff") c.d_ff = to_int(k, v);
     else if (k == "encoder_layers") c.encoder_layers = to_int(k, v);
     else if (k == "decoder_layers") c.decoder_layers = to_int(k, v);
@@ -122,6 +137,10 @@ TransformerConfig TransformerConfig::from_map(const std::map<std::string, std::s
     } else if (k == "positional") c.positional = parse_positional(v);
     else if (k == "activation") c.activation = parse_activation(v);
     else if (k == "seed") c.seed = uint64_t(to_int(k, v));
+    else if (k == "reversible") {
+      ENG_CHECK(v == "true" || v == "false", "config: reversible must be true or false, got '", v, "'");
+      c.reversible = v == "true";
+    }
     else fail("config: unknown key '", k, "'");
   }
   c.validate();
@@ -149,6 +168,7 @@ MultiHeadConfig attention_config(const TransformerConfig& c, const std::string& 
   MultiHeadConfig m;
   m.d_model = c.d_model;
   m.heads = c.heads;
+  m.kv_heads = c.kv_heads;
   m.attention = attention;
   m.options = attention == c.attention ? c.attention_options : AttentionOptions();
   m.max_len = c.max_len;
@@ -191,6 +211,17 @@ Tensor EncoderLayer::step(const Tensor& x_t, AttentionState& state) const {
   Tensor h = residual(x_t, norm1, pre_norm_, drop_, [&](const Tensor& t) { return self_attn.step(t, state); });
   return residual(h, norm2, pre_norm_, drop_, [&](const Tensor& t) { return ffn.forward(t); });
 }
+
+Tensor EncoderLayer::attention_branch(const Tensor& x, const AttentionMask& mask) const {
+  Tensor t = norm1.forward(x);
+  return drop_.forward(self_attn.forward(t, t, mask));
+}
+
+Tensor EncoderLayer::attention_step_branch(const Tensor& x_t, AttentionState& state) const {
+  return drop_.forward(self_attn.step(norm1.forward(x_t), state));
+}
+
+Tensor EncoderLayer::ffn_branch(const Tensor& x) const { return drop_.forward(ffn.forward(norm2.forward(x))); }
 
 DecoderLayer::DecoderLayer(const TransformerConfig& c, Rng& rng)
     : self_attn(attention_config(c, c.attention, true, true), rng),
@@ -281,7 +312,11 @@ Tensor LanguageModel::forward(const Tensor& ids, const std::vector<int64_t>& len
   mask.causal = causal_;
   mask.key_lengths = lengths;
   Tensor x = embed.forward(ids);
-  for (const auto& layer : layers) x = layer->forward(x, mask);
+  if (cfg_.reversible) {
+    x = reversible_stack(layers, x, mask, rng_);
+  } else {
+    for (const auto& layer : layers) x = layer->forward(x, mask);
+  }
   if (final_norm) x = final_norm->forward(x);
   return head.forward(x);
 }
@@ -296,8 +331,10 @@ LanguageModel::State LanguageModel::new_state() const {
 Tensor LanguageModel::step(const Tensor& ids_t, State& state) const {
   ENG_CHECK(ids_t.dim() == 1, "LanguageModel::step: ids must be [B], got ", ids_t.shape());
   Tensor x = embed.forward(reshape(ids_t, {ids_t.size(0), 1}), state.length);
-  for (size_t i = 0; i < layers.size(); ++i) {
-    x = layers[i]->step(x, *state.layers[i]);
+  if (cfg_.reversible) {
+    x = reversible_step(layers, x, state.layers);
+  } else {
+    for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->step(x, *state.layers[i]);
   }
   state.length++;
   if (final_norm) x = final_norm->forward(x);

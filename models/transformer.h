@@ -25,6 +25,7 @@ struct TransformerConfig {
   int64_t vocab = 16;        // token vocabulary (shared by source and target)
   int64_t d_model = 64;
   int64_t heads = 4;
+  int64_t kv_heads = 0;      // K/V heads of every attention layer: 0 = heads (MHA), 1 = MQA, else GQA
   int64_t d_ff = 256;
   int64_t encoder_layers = 0;  // 0: decoder-only model
   int64_t decoder_layers = 2;  // 0 with encoder_layers > 0: encoder-only model
@@ -35,6 +36,9 @@ struct TransformerConfig {
   std::string cross_attention = "softmax";  // the decoder's attention over the encoder output
   bool pre_norm = true;
   bool rms_norm = false;
+  // Reversible residual layers (Reformer §3, models/reversible.h): activation memory independent of depth.
+  // Decoder-only / encoder-only models with pre-norm only.
+  bool reversible = false;
   PositionalKind positional = PositionalKind::Sinusoidal;
   Activation activation = Activation::Gelu;
   uint64_t seed = 1;
@@ -63,6 +67,11 @@ class EncoderLayer : public Module {
   Tensor forward(const Tensor& x, const AttentionMask& mask) const;
   std::unique_ptr<AttentionState> new_state() const { return self_attn.new_state(); }
   Tensor step(const Tensor& x_t, AttentionState& state) const;
+  // The two pre-norm sub-layers without their residual add, for the reversible stack (models/reversible.h):
+  // F(x) = dropout(attention(norm1(x))), its recurrent form, and G(x) = dropout(ffn(norm2(x))).
+  Tensor attention_branch(const Tensor& x, const AttentionMask& mask) const;
+  Tensor attention_step_branch(const Tensor& x_t, AttentionState& state) const;
+  Tensor ffn_branch(const Tensor& x) const;
 
   MultiHeadAttention self_attn;
   FeedForward ffn;
@@ -107,7 +116,7 @@ class TokenEmbedding : public Module {
 // Decoder-only language model (causal), or encoder-only (bidirectional) when built with causal = false.
 class LanguageModel : public Module {
   TransformerConfig cfg_;  // declared first: the layers below are built from them
-  Rng rng_;
+  mutable Rng rng_;  // const forward passes draw dropout masks from it (and the reversible stack replays them)
   bool causal_;
 
  public:

@@ -90,6 +90,11 @@ TEST_CASE("checkpoint: a different model or optimizer is refused with a clear er
   CHECK_THROWS_WITH(check_checkpoint_config(path, {{"config.d_model", "16"}}, {{"d_model", "32"}}),
                     ("checkpoint " + path + " is for a different model: d_model = 16 in the checkpoint, 32 requested")
                         .c_str());
+  // a key only the checkpoint has (written only when set, like kv_heads) is a different model too
+  CHECK_THROWS_WITH(check_checkpoint_config(path, {{"config.d_model", "16"}, {"config.kv_heads", "2"}},
+                                            {{"d_model", "16"}}),
+                    ("checkpoint " + path + " is for a different model: kv_heads = 2 in the checkpoint, not set in the "
+                                            "requested model").c_str());
   std::remove(path.c_str());
 }
 

@@ -11,6 +11,9 @@
 #include <sstream>
 
 #include "datasets/copy_task.h"
+#include "datasets/mnist.h"
+#include "datasets/pixel_task.h"
+#include "datasets/png.h"
 #include "datasets/seq2seq_tasks.h"
 #include "datasets/text.h"
 #include "engine/anomaly.h"
@@ -24,6 +27,7 @@
 #include "models/checkpoint.h"
 #include "models/transformer.h"
 #include "ops/binary.h"
+#include "ops/index.h"
 #include "ops/loss.h"
 #include "ops/reduce.h"
 #include "ops/softmax.h"
@@ -227,6 +231,92 @@ class TextJob : public Job {
   LanguageModel model_;
 };
 
+// Autoregressive pixel generation on Fashion-MNIST (or MNIST with --data DIR; Katharopoulos et al. 2020 §4.2.1):
+// 784 raster-order pixels, a 256-way softmax per pixel; evaluation in bits/dim on fixed validation images; at the
+// end bits/dim on the first --test-images test images and, with --samples PATH, a PNG grid of unconditional
+// samples and of test images whose lower half the model completed (the paper's Figure 3), both generated with the
+// recurrent form.
+class PixelJob : public Job {
+ public:
+  PixelJob(const TransformerConfig& c, ImageSplits splits, int64_t test_images, std::string samples)
+      : splits_(std::move(splits)), train_(splits_.train), valid_(splits_.valid), test_(splits_.test),
+        test_images_(test_images), samples_(std::move(samples)), model_(c, true) {}
+  Module& model() override { return model_; }
+  Rng& model_rng() override { return model_.rng(); }
+  StepResult run(int64_t batch, Rng& data) override {
+    return score((model_.training() ? train_ : valid_).sample(batch, data));
+  }
+  std::string loss_in_units(double loss) const override {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, " (%.3f bits/dim)", loss / std::log(2.0));
+    return buf;
+  }
+  std::string final_report(int64_t batch) override {
+    NoGradGuard no_grad;
+    model_.eval();
+    const int64_t n = std::min(test_images_, test_.images().size());
+    double nats = 0;
+    for (int64_t first = 0; first < n; first += batch) {
+      const int64_t count = std::min(batch, n - first);
+      nats += score(test_.range(first, count)).loss.item() * double(count);
+    }
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "test: %.4f bits/dim over the first %lld test images", nats / double(n) / std::log(2.0),
+                  (long long)n);
+    std::string report = buf;
+    if (!samples_.empty()) report += "\n" + write_samples();
+    model_.train();
+    return report;
+  }
+
+ private:
+  StepResult score(const LMBatch& b) {
+    Tensor logits = model_.forward(b.inputs);
+    StepResult r;
+    r.loss = token_loss(logits, b.targets);
+    r.tokens = b.inputs.numel();
+    count_correct(logits, b.targets, r);
+    return r;
+  }
+  // Row 1-2: 16 unconditional samples; rows 3-4: 8 test images with their lower halves generated, each beside the
+  // original. Sampling at temperature 1 with the recurrent form.
+  std::string write_samples() {
+    ENG_CHECK(model_.layers.front()->self_attn.mechanism().new_state(), "train pixels: --samples needs an attention "
+              "variant with a recurrent form");
+    const int64_t L = train_.length(), given = L / 2;
+    const LMBatch originals = test_.range(0, 8);
+    Tensor tokens = zeros({24, L}, DType::I64);
+    auto state = model_.new_state();
+    Rng rng(2020);
+    Tensor cur = full({24}, double(PixelTask::kStart), DType::I64);
+    for (int64_t t = 0; t < L; ++t) {
+      const Tensor p = softmax(model_.step(cur, state), -1).to(DType::F64).contiguous();
+      cur = empty({24}, DType::I64);
+      for (int64_t i = 0; i < 24; ++i) {
+        int64_t v = 0;
+        if (i >= 16 && t < given) {
+          v = int64_t(originals.targets.at({i - 16, t}));
+        } else {
+          double u = rng.uniform();
+          const double* row = p.data<double>() + i * p.size(1);
+          while (v < 255 && u >= row[v]) u -= row[v++];
+        }
+        cur.data<int64_t>()[i] = v;
+        tokens.data<int64_t>()[i * L + t] = v;
+      }
+    }
+    const Tensor grid = concat({tokens, originals.targets}, 0);  // 16 samples, 8 completions, 8 originals
+    write_png(samples_, image_grid(train_.to_images(grid), 8));
+    return "wrote " + samples_ + ": 16 samples, 8 test images completed from their upper half, the 8 originals";
+  }
+
+  ImageSplits splits_;
+  PixelTask train_, valid_, test_;
+  int64_t test_images_;
+  std::string samples_;
+  LanguageModel model_;
+};
+
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, NamedTensors params, double lr, double wd) {
   if (name == "sgd") return std::make_unique<SGD>(std::move(params), lr, 0.9, wd);
   if (name == "adam") return std::make_unique<Adam>(std::move(params), lr, 0.9, 0.999, 1e-8, wd);
@@ -285,13 +375,18 @@ std::string first_nonfinite_parameter(const Module& model) {
 
 int run(int argc, char** argv) {
   Cli cli("train", "Trains a transformer on a task: copy (decoder-only, the seed paper's 4.1.1 task),\n"
-                   "reverse or sort (encoder-decoder), text (character-level LM on --data FILE).\n"
+                   "reverse or sort (encoder-decoder), text (character-level LM on --data FILE),\n"
+                   "pixels (autoregressive Fashion-MNIST, or MNIST in --data DIR).\n"
                    "Usage: train TASK [flags]");
-  auto& task_name = cli.add_string("task", "copy", "copy, reverse, sort or text (or give it as the first argument)");
-  auto& data_path = cli.add_string("data", "", "text: the corpus file (any bytes; split 90/5/5 in order)");
+  auto& task_name = cli.add_string("task", "copy", "copy, reverse, sort, text or pixels (or the first argument)");
+  auto& data_path = cli.add_string("data", "", "text: the corpus file (any bytes; split 90/5/5 in order); pixels: "
+                                   "an MNIST directory (default: the installed Fashion-MNIST)");
+  auto& test_images = cli.add_int("test-images", 10000, "pixels: test images scored for bits/dim at the end");
+  auto& samples = cli.add_string("samples", "", "pixels: PNG grid of samples and completions written at the end");
   auto& layers = cli.add_int("layers", 4, "decoder layers (and encoder layers for reverse/sort)");
   auto& enc_layers = cli.add_int("encoder-layers", 0, "encoder layers for reverse/sort (0: same as --layers)");
   auto& heads = cli.add_int("heads", 8, "attention heads");
+  auto& kv_heads = cli.add_int("kv-heads", 0, "key/value heads (0: --heads; 1: multi-query; a divisor: grouped-query)");
   auto& d_model = cli.add_int("d-model", 64, "model width");
   auto& d_ff = cli.add_int("d-ff", 0, "feed-forward width (0: 4 x d-model)");
   auto& dropout = cli.add_double("dropout", 0.0, "dropout probability");
@@ -301,6 +396,8 @@ int run(int argc, char** argv) {
   auto& norm_type = cli.add_string("norm-type", "layer", "layer or rms");
   auto& positional = cli.add_string("positional", "sinusoidal", "none, sinusoidal, learned, rotary or alibi");
   auto& activation = cli.add_string("activation", "gelu", "relu, gelu or gelu-tanh");
+  auto& reversible = cli.add_bool("reversible", false, "reversible layers (Reformer §3): activation memory "
+                                 "independent of depth; pre-norm, copy and text tasks only (docs/reversible.md)");
   auto& seq_len = cli.add_int("seq-len", 128, "longest sequence (copy: both halves and the separator)");
   auto& symbols = cli.add_int("symbols", 10, "distinct symbols");
   auto& fixed = cli.add_bool("fixed-length", false, "always use the longest sequence");
@@ -347,6 +444,7 @@ int run(int argc, char** argv) {
   TransformerConfig c;
   c.d_model = d_model;
   c.heads = heads;
+  c.kv_heads = kv_heads;
   c.d_ff = d_ff > 0 ? d_ff : 4 * d_model;
   c.dropout = dropout;
   c.attention = attention;
@@ -357,6 +455,7 @@ int run(int argc, char** argv) {
   c.rms_norm = norm_type == "rms";
   c.positional = parse_positional(positional);
   c.activation = parse_activation(activation);
+  c.reversible = reversible;
   c.seed = uint64_t(seed);
 
   std::unique_ptr<Job> job;
@@ -382,8 +481,16 @@ int run(int argc, char** argv) {
     c.encoder_layers = 0;
     c.max_len = seq_len;
     job = std::make_unique<TextJob>(c, data_path, seq_len);
+  } else if (task_name == "pixels") {
+    ImageSplits splits = load_mnist(locate_mnist(data_path));
+    c.vocab = PixelTask::kVocab;
+    c.decoder_layers = layers;
+    c.encoder_layers = 0;
+    c.max_len = splits.train.image_bytes();
+    ENG_CHECK(test_images >= 1, "train: --test-images must be >= 1, got ", test_images);
+    job = std::make_unique<PixelJob>(c, std::move(splits), test_images, samples);
   } else {
-    fail("train: unknown task '", task_name, "' (copy, reverse, sort or text)");
+    fail("train: unknown task '", task_name, "' (copy, reverse, sort, text or pixels)");
   }
 
   auto optimizer = make_optimizer(opt_name, job->model().named_parameters(), lr, wd);
