@@ -2,7 +2,7 @@
 # make test            doctest suite              (build/)
 # make SANITIZE=1 test AddressSanitizer + UBSan    (build-san/)
 # make CXX=clang++     clang build                (build-clang/, build-clang-san/)
-# make CXX=aarch64-linux-gnu-g++ test   ARM64 cross build run under qemu-user (build-aarch64/)
+# make test-aarch64    ARM64 cross build, tests run under qemu-user (build-aarch64/)
 # make data            install Fashion-MNIST (Debian package dataset-fashion-mnist)
 # make fuzz            libFuzzer targets, FUZZ_SECONDS each (build-fuzz/; needs clang)
 # Each variant has its own directory, so switching never mixes objects.
@@ -93,6 +93,11 @@ RUN_FLAGS ?= --layers 2 --heads 4 --d-model 64 --seq-len 32 --batch 32 --steps 4
 	--schedule step:3000=1e-4 --eval-every 250 --eval-batches 8 --log-every 25 --target-accuracy 0.99 \
 	--attention causal-linear
 RUN_GENERATE_FLAGS ?= --layers 2 --heads 4 --d-model 64 --tokens 1024 --batch 32 --modes stateful,linear
+# The whole suite cross-built for ARM64 and run under qemu-user (apt-get install g++-aarch64-linux-gnu qemu-user).
+.PHONY: test-aarch64
+test-aarch64:
+	$(MAKE) CXX=aarch64-linux-gnu-g++ test
+
 .PHONY: run
 run: $(BUILD)/train $(BUILD)/bench
 	./$(BUILD)/train copy $(RUN_FLAGS)
