@@ -5,6 +5,8 @@
 # Usage: tests/tools.sh BUILD_DIR (make test runs it after the doctest suite).
 set -uo pipefail
 build=${1:?usage: tests/tools.sh BUILD_DIR}
+# Under AddressSanitizer an impossible allocation aborts unless the allocator may return null, as libc's does.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1"
 read -r -a runner <<<"${ENG_RUN:-}"  # e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu" for a cross build
 train() { "${runner[@]}" "$build/train" "$@"; }
 embed() { "${runner[@]}" "$build/embed" "$@"; }
