@@ -58,6 +58,16 @@ Tensor token_loss(const Tensor& logits, const Tensor& targets) {
   return cross_entropy(reshape(logits, {-1, logits.size(-1)}), reshape(targets, {-1}), kIgnore);
 }
 
+// Loss and accuracy of a decoder-only model on one batch of next-token targets.
+StepResult score_lm(const LanguageModel& model, const LMBatch& b) {
+  Tensor logits = model.forward(b.inputs);
+  StepResult r;
+  r.loss = token_loss(logits, b.targets);
+  r.tokens = b.inputs.numel();
+  count_correct(logits, b.targets, r);
+  return r;
+}
+
 // A task and its model behind one interface, so that the loop is the same for both kinds.
 class Job {
  public:
@@ -78,15 +88,7 @@ class CopyJob : public Job {
   CopyJob(const TransformerConfig& c, const CopyTask& task) : task_(task), model_(c, true) {}
   Module& model() override { return model_; }
   Rng& model_rng() override { return model_.rng(); }
-  StepResult run(int64_t batch, Rng& data) override {
-    LMBatch b = task_.sample(batch, data);
-    Tensor logits = model_.forward(b.inputs);
-    StepResult r;
-    r.loss = token_loss(logits, b.targets);
-    r.tokens = b.inputs.numel();
-    count_correct(logits, b.targets, r);
-    return r;
-  }
+  StepResult run(int64_t batch, Rng& data) override { return score_lm(model_, task_.sample(batch, data)); }
   // Free-running generation with the model's recurrent form (a KV cache for softmax, the RNN form for
   // linear attention): the prefix is fed, then each copied token is the model's own previous prediction.
   std::string eval_extra(int64_t batch, Rng& data) override {
@@ -218,14 +220,7 @@ class TextJob : public Job {
   }
 
  private:
-  StepResult score(const LMBatch& b) {
-    Tensor logits = model_.forward(b.inputs);
-    StepResult r;
-    r.loss = token_loss(logits, b.targets);
-    r.tokens = b.inputs.numel();
-    count_correct(logits, b.targets, r);
-    return r;
-  }
+  StepResult score(const LMBatch& b) { return score_lm(model_, b); }
   TextCorpus corpus_;
   int64_t len_;
   LanguageModel model_;
@@ -270,14 +265,7 @@ class PixelJob : public Job {
   }
 
  private:
-  StepResult score(const LMBatch& b) {
-    Tensor logits = model_.forward(b.inputs);
-    StepResult r;
-    r.loss = token_loss(logits, b.targets);
-    r.tokens = b.inputs.numel();
-    count_correct(logits, b.targets, r);
-    return r;
-  }
+  StepResult score(const LMBatch& b) { return score_lm(model_, b); }
   // Row 1-2: 16 unconditional samples; rows 3-4: 8 test images with their lower halves generated, each beside the
   // original. Sampling at temperature 1 with the recurrent form.
   std::string write_samples() {
