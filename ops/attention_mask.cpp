@@ -94,4 +94,12 @@ void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, const char* op
   ENG_CHECK(q.dtype() == k.dtype() && k.dtype() == v.dtype(), op, ": q, k, v dtypes differ");
 }
 
+Tensor padded_keys(const std::vector<int64_t>& key_lengths, int64_t Lk, bool keys_on_rows) {
+  const int64_t B = int64_t(key_lengths.size());
+  std::vector<double> padded(size_t(B * Lk), 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = std::max<int64_t>(key_lengths[size_t(b)], 0); j < Lk; ++j) padded[size_t(b * Lk + j)] = 1;
+  return from_vector(padded, keys_on_rows ? Shape{B, 1, Lk, 1} : Shape{B, 1, 1, Lk}, DType::I64);
+}
+
 }  // namespace eng

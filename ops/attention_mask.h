@@ -40,6 +40,11 @@ inline int64_t attention_key_end(const AttentionMask& mask, int64_t b, int64_t i
   return std::max<int64_t>(end, 0);
 }
 
+// 1 where key j of batch element b is padding (j >= key_lengths[b]), else 0: an i64 tensor of shape
+// [B, 1, Lk, 1] when `keys_on_rows` (masking the keys themselves), else [B, 1, 1, Lk] (masking logits whose
+// last axis runs over keys), for masked_fill. key_lengths must not be empty.
+Tensor padded_keys(const std::vector<int64_t>& key_lengths, int64_t Lk, bool keys_on_rows);
+
 // The mask as a dense additive term of shape [B, H, Lq, Lk]: -inf where a key is hidden (causal,
 // padding, keep == 0), else 0 - slope[h] * |i + query_offset - j| (ALiBi), plus mask.bias. Differentiable
 // with respect to mask.bias only (through add); the rest is a constant. Checks the mask as `op`.

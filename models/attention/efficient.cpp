@@ -34,10 +34,7 @@ Tensor EfficientAttention::forward(const Tensor& q, const Tensor& k, const Tenso
   Tensor keys = k;
   if (!mask.key_lengths.empty()) {
     // -inf before the position softmax: padded keys get weight exactly 0, whatever they hold.
-    std::vector<double> padded(size_t(B * Lk), 0.0);
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t j = mask.key_lengths[size_t(b)]; j < Lk; ++j) padded[size_t(b * Lk + j)] = 1;
-    keys = masked_fill(k, from_vector(padded, {B, 1, Lk, 1}, DType::I64), -std::numeric_limits<double>::infinity());
+    keys = masked_fill(k, padded_keys(mask.key_lengths, Lk, true), -std::numeric_limits<double>::infinity());
   }
   const Tensor rho_q = softmax(q, -1);                          // [B, H, Lq, D], Eq. 6
   const Tensor rho_k = softmax(keys, 2);                        // [B, H, Lk, D]; all padded: zeros, no NaN

@@ -45,10 +45,7 @@ Tensor InducedAttention::forward(const Tensor& q, const Tensor& k, const Tensor&
   const double scale = 1.0 / std::sqrt(double(D));
   Tensor logits = mul_scalar(matmul(points_.to(q.dtype()), transpose(k, 2, 3)), scale);  // [B, H, m, N]
   if (!mask.key_lengths.empty()) {
-    std::vector<double> padded(size_t(B * N), 0.0);
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t j = mask.key_lengths[size_t(b)]; j < N; ++j) padded[size_t(b * N + j)] = 1;
-    logits = masked_fill(logits, from_vector(padded, {B, 1, 1, N}, DType::I64), -std::numeric_limits<double>::infinity());
+    logits = masked_fill(logits, padded_keys(mask.key_lengths, N, false), -std::numeric_limits<double>::infinity());
   }
   const Tensor a = softmax(logits, -1);  // all keys padded: zeros, so every prototype is 0
   return flash_attention(q, matmul(a, k), matmul(a, v), {}, scale);

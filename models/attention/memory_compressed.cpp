@@ -47,10 +47,7 @@ Tensor MemoryCompressedAttention::compress_rows(const Tensor& x, const Tensor& w
   const int64_t B = x.size(0), H = x.size(1), N = x.size(2), d = x.size(3), M = (N + c_ - 1) / c_;
   Tensor rows = x;
   if (!lengths.empty()) {
-    std::vector<double> padded(size_t(B * N), 0.0);
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t j = lengths[size_t(b)]; j < N; ++j) padded[size_t(b * N + j)] = 1;
-    rows = masked_fill(x, from_vector(padded, {B, 1, N, 1}, DType::I64), 0.0);
+    rows = masked_fill(x, padded_keys(lengths, N, true), 0.0);
   }
   if (M * c_ > N) rows = concat({rows, zeros({B, H, M * c_ - N, d}, x.dtype())}, 2);
   return matmul(reshape(rows, {B, H, M, c_ * d}), w.to(x.dtype()));

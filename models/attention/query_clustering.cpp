@@ -92,15 +92,11 @@ Tensor cluster_centroids(const Tensor& q, const std::vector<int64_t>& ids, int64
 }
 
 Tensor centroid_logits(const Tensor& centroids, const Tensor& k, const AttentionMask& mask) {
-  const int64_t B = k.size(0), Lk = k.size(2);
+  const int64_t Lk = k.size(2);
   const Tensor logits =
       mul_scalar(matmul(centroids, transpose(k, 2, 3)), 1.0 / std::sqrt(double(k.size(3))));
   if (mask.key_lengths.empty()) return logits;
-  std::vector<double> padded(size_t(B * Lk), 0.0);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t j = mask.key_lengths[size_t(b)]; j < Lk; ++j) padded[size_t(b * Lk + j)] = 1;
-  return masked_fill(logits, from_vector(padded, {B, 1, 1, Lk}, DType::I64),
-                     -std::numeric_limits<double>::infinity());
+  return masked_fill(logits, padded_keys(mask.key_lengths, Lk, false), -std::numeric_limits<double>::infinity());
 }
 
 Tensor broadcast_clusters(const Tensor& x, const std::vector<int64_t>& ids, int64_t N) {
