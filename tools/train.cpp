@@ -446,6 +446,12 @@ int run(int argc, char** argv) {
   c.reversible = reversible;
   c.seed = uint64_t(seed);
 
+  // Task-specific flags given to another task would be silently ignored: refuse them.
+  ENG_CHECK(!cli.was_set("data") || task_name == "text" || task_name == "pixels",
+            "train: --data is for the text and pixels tasks, not '", task_name, "'");
+  for (const char* flag : {"test-images", "samples"})
+    ENG_CHECK(!cli.was_set(flag) || task_name == "pixels", "train: --", flag, " is for the pixels task, not '",
+              task_name, "'");
   std::unique_ptr<Job> job;
   if (task_name == "copy") {
     CopyTask task(seq_len, symbols, fixed);
