@@ -114,6 +114,26 @@ TEST_CASE("routing: one cluster and window N == full softmax attention of the la
   }
 }
 
+TEST_CASE("routing shared_qk: one cluster == full attention of LN(q) on itself with the self logit at -1e5") {
+  auto attn = make_routing({{"clusters", "1"}, {"shared_qk", "true"}});
+  const Tensor q = uniform({2, 2, 6, 4}, 4, -2, 2), v = uniform({2, 2, 6, 3}, 5);
+  const Tensor k_unused = full({2, 2, 6, 4}, std::nan(""), DType::F64);  // never read
+  const Tensor qn = layer_norm(q, Tensor(), Tensor());
+  std::vector<double> diag(36, 0.0);
+  for (int64_t i = 0; i < 6; ++i) diag[size_t(i * 6 + i)] = -1e5;
+  for (bool causal : {false, true}) {
+    AttentionMask m;
+    m.causal = causal;
+    m.key_lengths = {4, 6};
+    AttentionMask ref = m;
+    ref.bias = from_vector(diag, {6, 6}, DType::F64);
+    const Tensor y = attn->forward(q, k_unused, v, m);
+    CHECK(max_abs_diff(y, naive_attention(qn, qn, v, ref, 0.5)) < 1e-12);
+    // Row 0 of a causal mask sees only itself: it gets its own value, not zeros.
+    if (causal) CHECK(std::abs(y.at({0, 1, 0, 2}) - v.at({0, 1, 0, 2})) < 1e-12);
+  }
+}
+
 TEST_CASE("routing: the routes are each centroid's top-w queries and keys by μ·x̂; padded keys rank last") {
   auto attn = make_routing({{"clusters", "3"}, {"window", "4"}});
   const int64_t N = 9;

@@ -28,6 +28,10 @@ namespace {
 // The variant's own Philox key, so that the centroids never reuse the words of the model's generator Rng(seed).
 constexpr uint64_t kStream = 0x726f7574'696e6721ull;  // "routing!"
 
+// shared_qk: a query's logit on its own key (q̂_i·q̂_i = D / √D, the largest there is) is replaced by this finite
+// value, so that a position attends to itself only when it sees nothing else (Reformer's rule, §2 "Shared-QK").
+constexpr double kSelfLogit = -1e5;
+
 std::vector<double> as_doubles(const std::vector<int64_t>& v) { return std::vector<double>(v.begin(), v.end()); }
 
 // μ_c · x for the D values at x; a NaN score ranks last, so that the sort below keeps a strict weak order.
@@ -59,7 +63,8 @@ RoutingAttention::RoutingAttention(const AttentionConfig& config)
       head_dim_(config.head_dim),
       clusters_(config.options.get_int("clusters", 8)),
       window_(config.options.get_int("window", 0)),
-      decay_(config.options.get_double("decay", 0.999)) {
+      decay_(config.options.get_double("decay", 0.999)),
+      shared_qk_(config.options.get_bool("shared_qk", false)) {
   ENG_CHECK(clusters_ >= 1, "attention 'routing': option clusters must be >= 1, got ", clusters_);
   ENG_CHECK(window_ >= 0, "attention 'routing': option window must be >= 0 (0: ceil(N / clusters)), got ", window_);
   ENG_CHECK(decay_ >= 0 && decay_ < 1, "attention 'routing': option decay must be in [0, 1), got ", decay_);
@@ -156,7 +161,7 @@ Tensor RoutingAttention::forward(const Tensor& q, const Tensor& k, const Tensor&
   ENG_CHECK(H == heads_ && D == head_dim_, "routing attention: q ", q.shape(), " needs ", heads_, " heads of dim ",
             head_dim_, " (the centroids are [", heads_, ", ", clusters_, ", ", head_dim_, "])");
   if (N == 0) return mul_scalar(v, 0.0);
-  const Tensor qn = layer_norm(q, Tensor(), Tensor()), kn = layer_norm(k, Tensor(), Tensor());
+  const Tensor qn = layer_norm(q, Tensor(), Tensor()), kn = shared_qk_ ? qn : layer_norm(k, Tensor(), Tensor());
   const Routes r = route_normalised(qn, kn, mask);
   const int64_t C = clusters_, w = r.queries.size(3), BH = B * H;
   const std::vector<double> qd = r.queries.to_vector(), kd = r.keys.to_vector();
@@ -173,9 +178,12 @@ Tensor RoutingAttention::forward(const Tensor& q, const Tensor& k, const Tensor&
         const int64_t i = int64_t(qd[set + size_t(s)]), end = attention_key_end(mask, bh / H, i, N);
         bool any = false;
         for (int64_t t = 0; t < w; ++t) {
-          const bool seen = int64_t(kd[set + size_t(t)]) < end;
+          const int64_t j = int64_t(kd[set + size_t(t)]);
+          const bool seen = j < end;
           any = any || seen;
-          if (!seen) bias[(set + size_t(s)) * size_t(w) + size_t(t)] = -inf;
+          double& b = bias[(set + size_t(s)) * size_t(w) + size_t(t)];
+          if (!seen) b = -inf;
+          else if (shared_qk_ && j == i) b = kSelfLogit;
         }
         if (!any) continue;
         pick[size_t((bh * N + i) * C + c)] = int64_t(set) + s;

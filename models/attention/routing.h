@@ -19,7 +19,9 @@
 // and O(C·w²) memory for the routed logits — O(N·w·D) with the default w = ⌈N / C⌉ — never N × N.
 //
 // Options: clusters = C (default 8), window = w (default 0: ⌈N / C⌉ at each call; capped at N), decay = λ in
-// [0, 1) (default 0.999). The centroids are the buffer "centroids" [H, C, D] (f64), drawn N(0, 1) from
+// [0, 1) (default 0.999), shared_qk (default false): keys are the queries (the k input is not read), as the
+// authors' language models route them, so every query lands in its own key set; a position's logit on itself
+// gets −1e5 added, so it attends to itself only when nothing else is visible (Reformer's rule). The centroids are the buffer "centroids" [H, C, D] (f64), drawn N(0, 1) from
 // AttentionConfig::seed. Self-attention only (Lq == Lk); causal and key_lengths masks; keep, bias and ALiBi are
 // refused. No recurrent form (new_state() is null).
 #pragma once
@@ -54,6 +56,7 @@ class RoutingAttention : public Attention {
 
   int64_t heads_, head_dim_, clusters_, window_;
   double decay_;
+  bool shared_qk_;
   Tensor centroids_;
 };
 
