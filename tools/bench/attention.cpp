@@ -14,6 +14,7 @@
 #include "engine/rng.h"
 #include "engine/threadpool.h"
 #include "models/attention/attention.h"
+#include "models/attention/bp_transformer.h"
 #include "ops/reduce.h"
 #include "tools/bench.h"
 #include "tools/bench/svg_plot.h"
@@ -25,10 +26,15 @@ namespace {
 struct Spec {
   std::string variant;
   bool causal = false;
-  std::string label() const { return variant + (causal ? " (causal)" : ""); }
+  std::vector<std::string> options;  // name=value, for this variant only
+  std::string label() const {
+    std::string l = variant;
+    for (const std::string& o : options) l += " " + o;
+    return l + (causal ? " (causal)" : "");
+  }
 };
 
-// "softmax:causal,linear" -> specs.
+// "softmax:causal,reformer:causal:rounds=4,linear" -> specs: after the name, ':causal' and ':name=value' options.
 std::vector<Spec> parse_specs(const std::string& list) {
   std::vector<Spec> specs;
   std::stringstream ss(list);
@@ -36,16 +42,28 @@ std::vector<Spec> parse_specs(const std::string& list) {
   while (std::getline(ss, item, ',')) {
     if (item.empty()) continue;
     Spec s;
-    const size_t colon = item.find(':');
-    s.variant = item.substr(0, colon);
-    if (colon != std::string::npos) {
-      ENG_CHECK(item.substr(colon + 1) == "causal", "bench attention: '", item, "': the only suffix is ':causal'");
-      s.causal = true;
+    std::stringstream parts(item);
+    std::string part;
+    std::getline(parts, s.variant, ':');
+    while (std::getline(parts, part, ':')) {
+      if (part == "causal") {
+        s.causal = true;
+      } else {
+        ENG_CHECK(part.find('=') != std::string::npos, "bench attention: '", item, "': '", part,
+                  "' is neither 'causal' nor an option name=value");
+        s.options.push_back(part);
+      }
     }
     specs.push_back(s);
   }
   ENG_CHECK(!specs.empty(), "bench attention: --variants is empty");
   return specs;
+}
+
+// The positions a variant attends over for N tokens: N, except bp-transformer, whose sequence is the tokens
+// followed by the span nodes of their binary partition (about 2N).
+int64_t positions_for(const Spec& s, int64_t tokens) {
+  return s.variant == "bp-transformer" ? BinaryPartition(tokens).length() : tokens;
 }
 
 struct Result {
@@ -92,7 +110,9 @@ int bench_attention(int argc, char** argv) {
   Cli cli("bench attention",
           "Forward + backward time and peak memory per sample against sequence length (the paper's Figure 1).");
   auto& variants = cli.add_string("variants", "softmax:causal,linear,causal-linear,performer:causal",
-                                  "comma-separated variants; ':causal' gives them a causal mask");
+                                  "comma-separated variants; ':causal' gives one a causal mask, ':name=value' an option "
+                                  "of its own (e.g. reformer:causal:rounds=4); bp-transformer runs N tokens plus "
+                                  "their span nodes");
   auto& min_log = cli.add_int("min-log2", 9, "shortest sequence: 2^min-log2");
   auto& max_log = cli.add_int("max-log2", 16, "longest sequence: 2^max-log2");
   auto& softmax_max = cli.add_int("softmax-max-log2", 13, "softmax only up to 2^this (its N^2 time)");
@@ -113,8 +133,9 @@ int bench_attention(int argc, char** argv) {
     c.heads = heads;
     c.head_dim = dim;
     c.causal = s.causal;
-    c.max_len = int64_t(1) << max_log;  // variants with length-sized parameters (linformer) are built for the longest N
+    c.max_len = positions_for(s, int64_t(1) << max_log);  // length-sized parameters (linformer) fit the longest N
     for (const std::string& kv : opts) c.options.set_pair(kv, "bench attention");
+    for (const std::string& kv : s.options) c.options.set_pair(kv, "bench attention");
     mechs.push_back(make_attention(s.variant, c));
   }
   std::printf("bench attention: %lld heads, head dim %lld, f32, %d threads, %s; time (ms) and peak memory (MiB) per "
@@ -139,7 +160,7 @@ int bench_attention(int argc, char** argv) {
         std::printf(" | %26s", "(skipped: N^2)");
         continue;
       }
-      const Result r = measure(*mechs[i], specs[i].causal, batch, heads, N, dim, int(reps));
+      const Result r = measure(*mechs[i], specs[i].causal, batch, heads, positions_for(specs[i], N), dim, int(reps));
       series[i].y.push_back(r.seconds);
       std::printf(" | %11.2f ms %9.1f MiB", r.seconds * 1e3, r.mib);
     }
