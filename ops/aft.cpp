@@ -5,6 +5,7 @@
 
 #include "engine/autograd.h"
 #include "engine/error.h"
+#include "engine/threadpool.h"
 
 namespace eng {
 
@@ -12,11 +13,12 @@ ENG_REGISTER_OP("aft_weighted");
 
 namespace {
 
-// What the backward needs, per (b, h, t, d): the output, the denominator and the maximum m_t it is relative to.
+// What the backward needs, per (b, h, t, d): the output, the denominator, the maximum m_t it is relative to, and
+// e^{K_t − m_t}.
 struct AftSaved {
   int64_t B = 0, H = 0, T = 0, D = 0, S = 0;
   AftArgs args;
-  std::vector<double> k, v, w, y, den, m;
+  std::vector<double> k, v, w, y, den, m, ek;
 
   size_t at(int64_t b, int64_t h, int64_t t, int64_t d) const { return size_t(((b * H + h) * T + t) * D + d); }
   int64_t key_end(int64_t b) const { return args.key_lengths.empty() ? T : args.key_lengths[size_t(b)]; }
@@ -29,89 +31,114 @@ struct AftSaved {
   }
 };
 
-void forward_kernel(AftSaved& P) {
-  for (int64_t b = 0; b < P.B; ++b) {
-    const int64_t len = P.key_end(b);
-    for (int64_t h = 0; h < P.H; ++h)
-      for (int64_t d = 0; d < P.D; ++d) {
-        if (len == 0) continue;  // no key: the row stays 0 (y and den were zero-filled)
-        double m = -std::numeric_limits<double>::infinity(), num = 0, den = 0;
-        if (!P.args.causal)
-          for (int64_t t2 = 0; t2 < len; ++t2) aft_absorb(m, num, den, P.k[P.at(b, h, t2, d)], P.v[P.at(b, h, t2, d)]);
-        for (int64_t t = 0; t < P.T; ++t) {
-          if (P.args.causal && t < len) aft_absorb(m, num, den, P.k[P.at(b, h, t, d)], P.v[P.at(b, h, t, d)]);
-          double n = num, z = den;
-          for (int64_t off = P.args.lo; off <= P.args.hi; ++off) {
-            const int64_t t2 = t + off;
-            if (!P.band_key(t, t2, len)) continue;
-            const double c = std::expm1(P.w[P.w_at(h, t, off)]) * std::exp(P.k[P.at(b, h, t2, d)] - m);
-            n += c * P.v[P.at(b, h, t2, d)];
-            z += c;
-          }
-          const size_t i = P.at(b, h, t, d);
-          P.y[i] = n / z;
-          P.den[i] = z;
-          P.m[i] = m;
-        }
+// e^{m_from − m_to} for m_from <= m_to. The running maximum changes rarely, so the common case costs no exp; with
+// it, e^{K_t2 − m_t} = e^{K_t2 − m_t2} · rescale(m_t2, m_t) needs one exp per key, not one per (row, key).
+inline double rescale(double m_from, double m_to) { return m_from == m_to ? 1.0 : std::exp(m_from - m_to); }
+
+// One (b, h): rows t outer, features d inner (contiguous). The unbiased sums run through aft_absorb, in the order
+// aft-simple's step() repeats; each band key adds (e^w − 1) e^{K_t2 − m_t} with e^w − 1 computed once per (t, off).
+void forward_rows(AftSaved& P, int64_t b, int64_t h) {
+  const int64_t len = P.key_end(b), D = P.D;
+  if (len == 0) return;  // no key: the rows stay 0 (y and den were zero-filled)
+  std::vector<double> m(size_t(D), -std::numeric_limits<double>::infinity()), num(size_t(D), 0.0),
+      den(size_t(D), 0.0), n(static_cast<size_t>(D)), z(static_cast<size_t>(D));
+  auto absorb = [&](int64_t t) {
+    const size_t r = P.at(b, h, t, 0);
+    for (int64_t d = 0; d < D; ++d) aft_absorb(m[size_t(d)], num[size_t(d)], den[size_t(d)], P.k[r + size_t(d)],
+                                               P.v[r + size_t(d)]);
+  };
+  if (!P.args.causal) {
+    for (int64_t t2 = 0; t2 < len; ++t2) absorb(t2);
+    for (int64_t t2 = 0; t2 < len; ++t2)
+      for (int64_t d = 0; d < D; ++d) {
+        const size_t i = P.at(b, h, t2, d);
+        P.ek[i] = std::exp(P.k[i] - m[size_t(d)]);
       }
+  }
+  for (int64_t t = 0; t < P.T; ++t) {
+    const size_t r = P.at(b, h, t, 0);
+    if (P.args.causal && t < len) {
+      absorb(t);
+      for (int64_t d = 0; d < D; ++d) P.ek[r + size_t(d)] = std::exp(P.k[r + size_t(d)] - m[size_t(d)]);
+    }
+    for (int64_t d = 0; d < D; ++d) P.m[r + size_t(d)] = m[size_t(d)];  // before the band, which may read row t
+    n = num, z = den;
+    for (int64_t off = P.args.lo; off <= P.args.hi; ++off) {
+      const int64_t t2 = t + off;
+      if (!P.band_key(t, t2, len)) continue;
+      const double ew1 = std::expm1(P.w[P.w_at(h, t, off)]);
+      const size_t r2 = P.at(b, h, t2, 0);
+      for (int64_t d = 0; d < D; ++d) {
+        const double f = P.args.causal ? rescale(P.m[r2 + size_t(d)], m[size_t(d)]) : 1.0;  // non-causal: one m
+        const double c = ew1 * P.ek[r2 + size_t(d)] * f;
+        n[size_t(d)] += c * P.v[r2 + size_t(d)];
+        z[size_t(d)] += c;
+      }
+    }
+    for (int64_t d = 0; d < D; ++d) {
+      P.y[r + size_t(d)] = n[size_t(d)] / z[size_t(d)];
+      P.den[r + size_t(d)] = z[size_t(d)];
+    }
   }
 }
 
-// Gradients of Σ g ⊙ out: through out_t = n_t / z_t, ∂/∂n_t = g/z = α_t and ∂/∂z_t = −g·out/z = −β_t (both in units
-// of e^{m_t}, as n and z are).
-void backward_kernel(const AftSaved& P, const std::vector<double>& g, std::vector<double>& dk,
-                     std::vector<double>& dv, std::vector<double>& dw) {
-  std::vector<double> alpha(size_t(P.T)), beta(size_t(P.T));
-  for (int64_t b = 0; b < P.B; ++b) {
-    const int64_t len = P.key_end(b);
-    if (len == 0) continue;
-    for (int64_t h = 0; h < P.H; ++h)
-      for (int64_t d = 0; d < P.D; ++d) {
-        for (int64_t t = 0; t < P.T; ++t) {
-          const size_t i = P.at(b, h, t, d);
-          alpha[size_t(t)] = g[i] / P.den[i];
-          beta[size_t(t)] = g[i] * P.y[i] / P.den[i];
-        }
-        // Unbiased part: key t2 reaches every row t that sees it with weight e^{K_t2 − m_t}.
-        double ra = 0, rb = 0;
-        if (!P.args.causal) {
-          for (int64_t t = 0; t < P.T; ++t) ra += alpha[size_t(t)], rb += beta[size_t(t)];
-          for (int64_t t2 = 0; t2 < len; ++t2) {
-            const size_t i = P.at(b, h, t2, d);
-            const double e = std::exp(P.k[i] - P.m[i]);
-            dv[i] += e * ra;
-            dk[i] += e * (ra * P.v[i] - rb);
-          }
-        } else {
-          // Suffix sums R_t2 = Σ_{t >= t2} α_t e^{m_t2 − m_t}, by R_t2 = α_t2 + e^{m_t2 − m_{t2+1}} R_{t2+1}: the
-          // running maximum never decreases, so every factor is <= 1 and nothing overflows.
-          for (int64_t t2 = P.T - 1; t2 >= 0; --t2) {
-            const size_t i = P.at(b, h, t2, d);
-            if (t2 + 1 < P.T) {
-              const double f = std::exp(P.m[i] - P.m[P.at(b, h, t2 + 1, d)]);
-              ra *= f, rb *= f;
-            }
-            ra += alpha[size_t(t2)], rb += beta[size_t(t2)];
-            if (t2 >= len) continue;
-            const double e = std::exp(P.k[i] - P.m[i]);
-            dv[i] += e * ra;
-            dk[i] += e * (ra * P.v[i] - rb);
-          }
-        }
-        // Band correction: (e^w − 1) e^{K − m_t} for each key of row t's band.
-        for (int64_t t = 0; t < P.T; ++t)
-          for (int64_t off = P.args.lo; off <= P.args.hi; ++off) {
-            const int64_t t2 = t + off;
-            if (!P.band_key(t, t2, len)) continue;
-            const size_t i = P.at(b, h, t2, d), wi = P.w_at(h, t, off);
-            const double e = std::exp(P.k[i] - P.m[P.at(b, h, t, d)]);
-            const double c = std::expm1(P.w[wi]) * e, u = alpha[size_t(t)] * P.v[i] - beta[size_t(t)];
-            dv[i] += alpha[size_t(t)] * c;
-            dk[i] += c * u;
-            dw[wi] += std::exp(P.w[wi]) * e * u;
-          }
-      }
+// Gradients of Σ g ⊙ out for one (b, h): through out_t = n_t / z_t, ∂/∂n_t = g/z = α_t and ∂/∂z_t = −g·out/z = −β_t
+// (both in units of e^{m_t}, as n and z are). dk, dv are this (b, h)'s rows; dw its own partial sum.
+void backward_rows(const AftSaved& P, int64_t b, int64_t h, const std::vector<double>& g, std::vector<double>& dk,
+                   std::vector<double>& dv, double* dw) {
+  const int64_t len = P.key_end(b), D = P.D, T = P.T;
+  if (len == 0) return;
+  std::vector<double> alpha(size_t(T * D)), beta(size_t(T * D)), ra(size_t(D), 0.0), rb(size_t(D), 0.0);
+  const size_t base = P.at(b, h, 0, 0);
+  for (size_t e = 0; e < size_t(T * D); ++e) {
+    alpha[e] = g[base + e] / P.den[base + e];
+    beta[e] = g[base + e] * P.y[base + e] / P.den[base + e];
   }
+  // Unbiased part: key t2 reaches every row t that sees it with weight e^{K_t2 − m_t}.
+  auto key_grad = [&](int64_t t2) {
+    for (int64_t d = 0; d < D; ++d) {
+      const size_t i = base + size_t(t2 * D + d);
+      dv[i] += P.ek[i] * ra[size_t(d)];
+      dk[i] += P.ek[i] * (ra[size_t(d)] * P.v[i] - rb[size_t(d)]);
+    }
+  };
+  if (!P.args.causal) {
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t d = 0; d < D; ++d) ra[size_t(d)] += alpha[size_t(t * D + d)], rb[size_t(d)] += beta[size_t(t * D + d)];
+    for (int64_t t2 = 0; t2 < len; ++t2) key_grad(t2);
+  } else {
+    // Suffix sums R_t2 = Σ_{t >= t2} α_t e^{m_t2 − m_t}, by R_t2 = α_t2 + e^{m_t2 − m_{t2+1}} R_{t2+1}: the
+    // running maximum never decreases, so every factor is <= 1 and nothing overflows.
+    for (int64_t t2 = T - 1; t2 >= 0; --t2) {
+      for (int64_t d = 0; d < D; ++d) {
+        const size_t i = base + size_t(t2 * D + d), e = size_t(t2 * D + d);
+        if (t2 + 1 < T) {
+          const double f = rescale(P.m[i], P.m[i + size_t(D)]);
+          ra[size_t(d)] *= f, rb[size_t(d)] *= f;
+        }
+        ra[size_t(d)] += alpha[e], rb[size_t(d)] += beta[e];
+      }
+      if (t2 < len) key_grad(t2);
+    }
+  }
+  // Band correction: (e^w − 1) e^{K_t2 − m_t} for each key of row t's band.
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t off = P.args.lo; off <= P.args.hi; ++off) {
+      const int64_t t2 = t + off;
+      if (!P.band_key(t, t2, len)) continue;
+      const size_t wi = P.w_at(h, t, off);
+      const double ew1 = std::expm1(P.w[wi]);
+      double dwi = 0;
+      for (int64_t d = 0; d < D; ++d) {
+        const size_t i = base + size_t(t2 * D + d), r = size_t(t * D + d);
+        const double e = P.ek[i] * rescale(P.m[i], P.m[base + r]);
+        const double u = alpha[r] * P.v[i] - beta[r];
+        dv[i] += alpha[r] * ew1 * e;
+        dk[i] += ew1 * e * u;
+        dwi += e * u;
+      }
+      dw[wi] += std::exp(P.w[wi]) * dwi;
+    }
 }
 
 }  // namespace
@@ -145,14 +172,26 @@ Tensor aft_weighted(const Tensor& k, const Tensor& v, const Tensor& w, const Aft
   P->y.assign(n, 0.0);
   P->den.assign(n, 0.0);
   P->m.assign(n, 0.0);
-  forward_kernel(*P);
+  P->ek.assign(n, 0.0);
+  parallel_for(0, P->B * P->H, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t bh = lo; bh < hi; ++bh) forward_rows(*P, bh / P->H, bh % P->H);
+  });
   Tensor out = from_vector(P->y, k.shape(), k.dtype());
   std::vector<Tensor> inputs{k, v};
   if (band) inputs.push_back(w);
   const Shape w_shape = band ? w.shape() : Shape{};
   return record(out, "aft_weighted", inputs, [P, band, w_shape, dtype = k.dtype()](const Tensor& g) {
-    std::vector<double> dk(P->k.size(), 0.0), dv(P->k.size(), 0.0), dw(P->w.size(), 0.0);
-    backward_kernel(*P, g.to_vector(), dk, dv, dw);
+    const int64_t BH = P->B * P->H;
+    const size_t nw = P->w.size();
+    const std::vector<double> gv = g.to_vector();
+    // Each (b, h) sums into its own copy of dw; the copies are added in (b, h) order, so the result does not
+    // depend on the thread count.
+    std::vector<double> dk(P->k.size(), 0.0), dv(P->k.size(), 0.0), dw_parts(size_t(BH) * nw, 0.0), dw(nw, 0.0);
+    parallel_for(0, BH, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t bh = lo; bh < hi; ++bh) backward_rows(*P, bh / P->H, bh % P->H, gv, dk, dv, &dw_parts[size_t(bh) * nw]);
+    });
+    for (int64_t bh = 0; bh < BH; ++bh)
+      for (size_t e = 0; e < nw; ++e) dw[e] += dw_parts[size_t(bh) * nw + e];
     const Shape shape{P->B, P->H, P->T, P->D};
     std::vector<Tensor> grads{from_vector(dk, shape, dtype), from_vector(dv, shape, dtype)};
     if (band) grads.push_back(from_vector(dw, w_shape, dtype));

@@ -12,7 +12,8 @@
 // k, v [B, H, T, D]; w: per_head ? [H, hi − lo + 1] (one kernel per head, aft-conv) : [R >= T, hi − lo + 1] (row t,
 // column t' − t − lo, shared by the heads, aft-local); undefined when the band is empty. Returns [B, H, T, D]; a row
 // that sees no key is 0. Cost: O(B·H·T·D·(hi − lo + 1)) time (O(B·H·T·D) for an empty band), O(B·H·T·D) saved for
-// the backward. Differentiable in k, v and w (op `aft_weighted`).
+// the backward. Differentiable in k, v and w (op `aft_weighted`). Threaded over (b, h); results do not depend on
+// the thread count.
 #pragma once
 #include <algorithm>
 #include <cmath>

@@ -8,9 +8,11 @@
 #include <vector>
 
 #include "engine/autograd.h"
+#include "engine/threadpool.h"
 #include "models/attention/aft.h"
 #include "models/transformer.h"
 #include "ops/aft.h"
+#include "ops/binary.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
 #include "tests/gradcheck.h"
@@ -286,6 +288,28 @@ TEST_CASE("aft-simple: step() equals the causal parallel form's rows, bitwise, i
                       "after each step)");
   }
   for (const char* n : {"aft-full", "aft-local", "aft-conv"}) CHECK(make_aft(n)->new_state() == nullptr);
+}
+
+TEST_CASE("aft_weighted: outputs and gradients are bitwise the same on 1 and 3 threads") {
+  const Tensor k = uniform({2, 3, 9, 4}, 94, -4, 4), v = uniform({2, 3, 9, 4}, 95), w = uniform({9, 5}, 96);
+  const Tensor g = uniform({2, 3, 9, 4}, 97);
+  const int saved = num_threads();
+  for (bool causal : {false, true}) {
+    std::vector<std::vector<double>> runs;
+    for (int threads : {1, 3}) {
+      set_num_threads(threads);
+      const Tensor kk = k.detach().set_requires_grad(true), vv = v.detach().set_requires_grad(true);
+      const Tensor ww = w.detach().set_requires_grad(true);
+      const Tensor y = aft_weighted(kk, vv, ww, {causal, {9, 6}, -2, 2, false});
+      sum(mul(y, g)).backward();
+      std::vector<double> all = y.to_vector();
+      for (const Tensor* t : {&kk, &vv, &ww})
+        for (double x : t->grad().to_vector()) all.push_back(x);
+      runs.push_back(all);
+    }
+    CHECK(runs[0] == runs[1]);
+  }
+  set_num_threads(saved);
 }
 
 GRADCHECK("aft_weighted") {
