@@ -1,15 +1,18 @@
 // bench generate: autoregressive generation speed of a pixel model (Katharopoulos et al. 2020, Tables 1, 2,
 // 4 and 5): 8 layers, d_model 256, 8 heads, FFN 1024, 256 pixel values, random weights, greedy decoding.
-// Three generators, timed in one run:
+// Five generators, timed in one run (--modes):
 //   naive     softmax, the whole prefix recomputed for every new pixel (O(N^3) attention work per image)
 //   stateful  softmax with a key/value cache (stateful-softmax: O(N^2) per image)
 //   linear    causal linear attention in its RNN form (O(N) per image, constant work per pixel)
+//   lsh-1/4   causal reformer with 1 or 4 hash rounds, which has no recurrent form: the prefix is recomputed
+//             per pixel, as for the paper's LSH rows (O(N^2 chunk) per image)
 // Latency: one image (batch 1); throughput: many images in flight (--batch). The naive generator at full
-// length takes minutes, so by default its time per image is integrated from timed prefix forwards at
+// length takes minutes, so by default its time (and lsh's) per image is integrated from timed prefix forwards at
 // --naive-samples evenly spaced lengths (trapezoid rule; stated as an estimate); --naive-full runs it all.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -119,7 +122,7 @@ int bench_generate(int argc, char** argv) {
   auto& d_model = cli.add_int("d-model", 256, "model width (FFN 4 x d_model)");
   auto& heads = cli.add_int("heads", 8, "heads");
   auto& batch = cli.add_int("batch", 32, "images in flight for the throughput rows");
-  auto& modes = cli.add_string("modes", "naive,stateful,linear", "generators to time");
+  auto& modes = cli.add_string("modes", "naive,stateful,linear", "generators to time: naive, stateful, linear, lsh-1, lsh-4");
   auto& naive_full = cli.add_bool("naive-full", false, "run the naive generator in full instead of estimating it");
   auto& naive_samples = cli.add_int("naive-samples", 8, "prefix lengths timed for the naive estimate");
   auto& threads = cli.add_int("threads", 2, "threads");
@@ -130,13 +133,22 @@ int bench_generate(int argc, char** argv) {
   std::stringstream listed(modes);
   std::string mode;
   while (std::getline(listed, mode, ','))
-    ENG_CHECK(mode == "naive" || mode == "stateful" || mode == "linear", "bench generate: --modes takes naive, "
-              "stateful and linear, got '", mode, "'");
+    ENG_CHECK(mode == "naive" || mode == "stateful" || mode == "linear" || mode == "lsh-1" || mode == "lsh-4",
+              "bench generate: --modes takes naive, stateful, linear, lsh-1 and lsh-4, got '", mode, "'");
   auto has = [&](const std::string& m) { return ("," + modes + ",").find("," + m + ",") != std::string::npos; };
   LanguageModel softmax_model(pixel_model("stateful-softmax", layers, d_model, heads, longest));
   LanguageModel linear_model(pixel_model("causal-linear", layers, d_model, heads, longest));
   softmax_model.eval();
   linear_model.eval();
+  // Reformer has no recurrent form: like the paper's LSH-1 and LSH-4 rows, it recomputes the prefix per pixel.
+  auto reformer = [&](int rounds) {
+    TransformerConfig c = pixel_model("reformer", layers, d_model, heads, longest);
+    c.attention_options.set("rounds", std::to_string(rounds));
+    auto m = std::make_unique<LanguageModel>(c);
+    m->eval();
+    return m;
+  };
+  std::unique_ptr<LanguageModel> lsh1 = has("lsh-1") ? reformer(1) : nullptr, lsh4 = has("lsh-4") ? reformer(4) : nullptr;
   std::printf("bench generate: %lld layers, d_model %lld, %lld heads, FFN %lld, 256 values, %lld parameters, greedy, "
               "%d threads\n",
               (long long)layers, (long long)d_model, (long long)heads, (long long)(4 * d_model),
@@ -151,6 +163,8 @@ int bench_generate(int argc, char** argv) {
       if (has("naive")) rows.push_back({"naive", generate_naive(softmax_model, b, tokens, naive_full, naive_samples)});
       if (has("stateful")) rows.push_back({"stateful", generate_recurrent(softmax_model, b, tokens)});
       if (has("linear")) rows.push_back({"linear", generate_recurrent(linear_model, b, tokens)});
+      if (lsh1) rows.push_back({"lsh-1", generate_naive(*lsh1, b, tokens, naive_full, naive_samples)});
+      if (lsh4) rows.push_back({"lsh-4", generate_naive(*lsh4, b, tokens, naive_full, naive_samples)});
       for (const auto& [name, t] : rows)
         if (name == "naive") naive_s = t.seconds;
       for (const auto& [name, t] : rows) {
@@ -164,8 +178,8 @@ int bench_generate(int argc, char** argv) {
         if (name == "stateful")
           for (const auto& [name2, t2] : rows)
             if (name2 == "linear") std::printf("  linear RNN / stateful softmax: %.2fx\n", t.seconds / t2.seconds);
-      if (!rows.empty() && rows.front().second.estimated)
-        std::printf("  * naive: integrated from %lld timed prefix forwards (--naive-full runs it in full)\n",
+      if (std::any_of(rows.begin(), rows.end(), [](const auto& r) { return r.second.estimated; }))
+        std::printf("  * naive and lsh: integrated from %lld timed prefix forwards (--naive-full runs them in full)\n",
                     (long long)naive_samples);
       std::fflush(stdout);
     }
@@ -175,5 +189,6 @@ int bench_generate(int argc, char** argv) {
 
 }  // namespace
 
-ENG_REGISTER_BENCH("generate", "generation speed: naive softmax, stateful softmax, linear RNN form (paper Tables 1-5)",
+ENG_REGISTER_BENCH("generate", "generation speed: naive softmax, stateful softmax, linear RNN form, reformer (paper "
+                   "Tables 1-5)",
                    bench_generate);
