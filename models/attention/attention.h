@@ -67,6 +67,9 @@ class Attention : public Module {
   virtual std::unique_ptr<AttentionState> new_state() const { return nullptr; }
   virtual Tensor step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
                       const AttentionMask& mask);
+  // True when step() also takes k and v with G heads, G dividing q's H (grouped-query attention: head h reads
+  // group h / (H / G)), and keeps its state per group, so that a KV cache holds G heads instead of H.
+  virtual bool grouped_step() const { return false; }
 
   // Cross-attention over a fixed memory during generation: memory_state digests the memory's k [B, H, L, D]
   // and v once (mask: key padding), attend_state answers queries [B, H, Lq, D] from the digest. Variants
@@ -74,6 +77,9 @@ class Attention : public Module {
   virtual std::unique_ptr<AttentionState> memory_state(const Tensor& k, const Tensor& v,
                                                        const AttentionMask& mask) const;
   virtual Tensor attend_state(const Tensor& q, const AttentionState& state) const;
+
+  // A term the mechanism adds to the training loss (adaptive-span's span penalty); undefined when it has none.
+  virtual Tensor penalty() const { return Tensor(); }
 };
 
 using AttentionFactory = std::function<std::unique_ptr<Attention>(const AttentionConfig&)>;
