@@ -72,4 +72,31 @@ LMBatch TextCorpus::windows(TextSplit s, int64_t first, int64_t count, int64_t l
   return b;
 }
 
+int64_t TextCorpus::num_stream_segments(TextSplit s, int64_t streams, int64_t len) const {
+  ENG_CHECK(streams >= 1 && len >= 1, "text: ", path_, ": streams and segment length must be >= 1, got ", streams,
+            " and ", len);
+  const int64_t stream = size(s) / streams;
+  ENG_CHECK(stream >= len + 1, "text: ", path_, ": the ", text_split_name(s), " split holds ", size(s), " bytes, ",
+            stream, " per stream of ", streams, ", too few for a segment of ", len, " + 1");
+  return (stream - 1) / len;
+}
+
+LMBatch TextCorpus::stream_segment(TextSplit s, int64_t streams, int64_t len, int64_t t) const {
+  const int64_t total = num_stream_segments(s, streams, len);
+  ENG_CHECK(t >= 0 && t < total, "text: ", path_, ": segment ", t, " is outside the ", total, " segments of ", len,
+            " bytes in ", streams, " streams of the ", text_split_name(s), " split");
+  const int64_t stream = size(s) / streams;
+  LMBatch b{empty({streams, len}, DType::I64), empty({streams, len}, DType::I64)};
+  int64_t* in = b.inputs.data<int64_t>();
+  int64_t* tg = b.targets.data<int64_t>();
+  for (int64_t i = 0; i < streams; ++i) {
+    const uint8_t* w = bytes_.data() + begin(s) + i * stream + t * len;
+    for (int64_t k = 0; k < len; ++k) {
+      in[i * len + k] = w[k];
+      tg[i * len + k] = w[k + 1];
+    }
+  }
+  return b;
+}
+
 }  // namespace eng

@@ -4,7 +4,9 @@
 // (90M / 5M / 5M, Mahoney's Hutter-prize file as the literature uses it).
 //
 // Training batches are seeded random windows; evaluation walks consecutive windows so that bits per
-// character cover the whole split (less the final partial window).
+// character cover the whole split (less the final partial window). For a model with a memory of earlier
+// segments (Transformer-XL, models/xl_memory.h), streams cut the split into `batch` contiguous parts read
+// segment after segment, so that each row of a batch continues the same row of the batch before.
 #pragma once
 #include <string>
 #include <vector>
@@ -36,6 +38,13 @@ class TextCorpus {
   // Consecutive windows: window i predicts bytes i*len + 1 .. i*len + len of the split.
   int64_t num_windows(TextSplit s, int64_t len) const;
   LMBatch windows(TextSplit s, int64_t first, int64_t count, int64_t len) const;
+
+  // Transformer-XL's ordered batches (its LMOrderedIterator): the split cut into `streams` contiguous streams of
+  // floor(size / streams) bytes each (the remainder dropped); segment t holds bytes t*len .. t*len + len - 1 of
+  // every stream as inputs and the byte after each as targets, [streams, len] i64. Row b of segment t + 1
+  // continues row b of segment t. Segments whose last target would leave the stream are not made.
+  int64_t num_stream_segments(TextSplit s, int64_t streams, int64_t len) const;
+  LMBatch stream_segment(TextSplit s, int64_t streams, int64_t len, int64_t t) const;
 
  private:
   int64_t begin(TextSplit s) const;

@@ -1,6 +1,7 @@
 #include "models/multihead.h"
 
 #include "engine/error.h"
+#include "ops/binary.h"
 #include "ops/rope.h"
 #include "ops/view.h"
 
@@ -54,6 +55,13 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadConfig& cfg, Rng& rng)
   register_module("attention", *attn_);
   register_module("dropout", drop_);
   if (cfg.positional == PositionalKind::Alibi) alibi_ = alibi_slopes(cfg.heads);
+  if (cfg.positional == PositionalKind::Relative) {
+    ENG_CHECK(relative_position_supported(cfg.attention), "MultiHeadAttention: positional 'relative' adds its "
+              "position term to the logits as mask.bias, which attention '", cfg.attention, "' does not take "
+              "(softmax, stateful-softmax, talking-heads, synthesizer and gaussian-prior do)");
+    relative_ = std::make_unique<RelativePosition>(cfg.d_model, cfg.heads, rng);
+    register_module("relative", *relative_);
+  }
 }
 
 Tensor MultiHeadAttention::split_heads(const Tensor& x, int64_t heads) const {
@@ -62,18 +70,17 @@ Tensor MultiHeadAttention::split_heads(const Tensor& x, int64_t heads) const {
   return transpose(reshape(x, {x.size(0), x.size(1), heads, head_dim_}), 1, 2);
 }
 
-Tensor MultiHeadAttention::expand_groups(const Tensor& kv) const {
-  if (kv_heads_ == cfg_.heads) return kv;
-  // Head h = g·r + j reads group g = h / r: [B, G, 1, L, Dh] -> [B, G, r, L, Dh] by a stride-0 expand, then
-  // merged into H heads (a view when G = 1; reshape copies when 1 < G < H, as no stride maps h to h / r).
-  const int64_t r = cfg_.heads / kv_heads_;
-  Tensor e = expand(unsqueeze(kv, 2), {kv.size(0), kv_heads_, r, kv.size(2), kv.size(3)});
-  return reshape(e, {kv.size(0), cfg_.heads, kv.size(2), kv.size(3)});
-}
+Tensor MultiHeadAttention::expand_groups(const Tensor& kv) const { return repeat_heads(kv, cfg_.heads); }
 
 Tensor MultiHeadAttention::merge_heads(const Tensor& x) const {
   Tensor t = transpose(x, 1, 2);  // [B, L, H, Dh]
   return reshape(t, {t.size(0), t.size(1), cfg_.d_model});
+}
+
+Tensor MultiHeadAttention::add_relative_position(const Tensor& q, int64_t Lk, AttentionMask& mask) const {
+  const Tensor pos = relative_->position_bias(q, Lk, mask.query_offset);
+  mask.bias = mask.bias.defined() ? add(mask.bias, pos) : pos;
+  return relative_->content_queries(q);
 }
 
 Tensor MultiHeadAttention::finish(const Tensor& heads_out) const {
@@ -89,6 +96,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x_q, const Tensor& x_kv, Attent
     k = rope(k, 0);
   }
   if (alibi_.defined()) mask.alibi_slopes = alibi_.dtype() == q.dtype() ? alibi_ : alibi_.to(q.dtype());
+  if (relative_) q = add_relative_position(q, k.size(2), mask);
   return finish(attn_->forward(q, expand_groups(k), expand_groups(v), mask));
 }
 
@@ -112,8 +120,11 @@ Tensor MultiHeadAttention::step(const Tensor& x_t, AttentionState& state) const 
   mask.causal = true;
   mask.query_offset = state.length;
   if (alibi_.defined()) mask.alibi_slopes = alibi_.dtype() == q.dtype() ? alibi_ : alibi_.to(q.dtype());
-  // The mechanism's state (e.g. softmax's KV cache) stores the expanded H heads: no memory saved there yet.
-  Tensor o = attn_->step(q, expand_groups(k), expand_groups(v), state, mask);
+  if (relative_) q = add_relative_position(q, state.length + 1, mask);
+  // A mechanism whose step keeps a state per K/V group (softmax's KV cache) gets the G groups: its cache is
+  // G/H the size of a multi-head one. The others get k and v expanded to H heads.
+  const bool grouped = attn_->grouped_step();
+  Tensor o = attn_->step(q, grouped ? k : expand_groups(k), grouped ? v : expand_groups(v), state, mask);
   state.length++;  // mechanisms only absorb k and v; the layer owns the position count
   return finish(o);
 }

@@ -1,13 +1,16 @@
 // Multi-head attention layer: Q/K/V/output projections around a pluggable attention mechanism
 // (models/attention/attention.h, chosen by name). Rotary encodings are applied to q and k here and
 // ALiBi slopes handed to the mechanism, both at absolute positions (offset by the cached length when
-// generating). Dropout applies to the layer's output (the mechanisms have no dropout on probabilities).
+// generating). Transformer-XL's relative encoding (models/relative_position.h) hands the mechanism q + u
+// and its position term as mask.bias. Dropout applies to the layer's output (the mechanisms have no
+// dropout on probabilities).
 //
 // Grouped-query attention (Ainslie et al. 2023; multi-query, Shazeer 2019, is kv_heads = 1): k_proj and
 // v_proj output kv_heads·head_dim, and query head h reads K/V group h / (heads / kv_heads). The mechanism
 // still sees k and v with `heads` heads: the groups are expanded along the head axis (a stride-0 view for
 // kv_heads = 1, one copy of the projected k and v for 1 < kv_heads < heads), so every variant works
-// unchanged. docs/attention/grouped_query.md.
+// unchanged. In generation, a mechanism with grouped_step() (softmax's KV cache) takes the groups as they are
+// and caches kv_heads heads, not heads. docs/attention/grouped_query.md.
 #pragma once
 #include <memory>
 #include <string>
@@ -16,6 +19,7 @@
 #include "models/dropout_layer.h"
 #include "models/linear.h"
 #include "models/positional.h"
+#include "models/relative_position.h"
 
 namespace eng {
 
@@ -28,7 +32,7 @@ struct MultiHeadConfig {
   int64_t max_len = 0;
   bool causal = false;
   double dropout = 0.0;
-  PositionalKind positional = PositionalKind::None;  // only rotary and alibi act here
+  PositionalKind positional = PositionalKind::None;  // only rotary, alibi and relative act here
   uint64_t seed = 0;
 };
 
@@ -44,7 +48,9 @@ class MultiHeadAttention : public Module {
   MultiHeadAttention(const MultiHeadConfig& cfg, Rng& rng);
 
   // x_q [B, Lq, d_model], x_kv [B, Lk, d_model] (self-attention: pass x_q twice). mask.causal, key_lengths,
-  // keep and bias are forwarded to the mechanism; alibi slopes are filled in here.
+  // keep and bias are forwarded to the mechanism; alibi slopes and the relative position bias are filled in
+  // here. mask.query_offset is the absolute position of query 0 among the keys (a Transformer-XL memory of
+  // M positions before the segment: x_kv = [memory, x_q] and query_offset = M).
   Tensor forward(const Tensor& x_q, const Tensor& x_kv, AttentionMask mask) const;
 
   // Generation: one new position x_t [B, 1, d_model] of a causal self-attention layer.
@@ -63,6 +69,9 @@ class MultiHeadAttention : public Module {
   Tensor split_heads(const Tensor& x, int64_t heads) const;  // [B, L, heads·Dh] -> [B, heads, L, Dh]
   Tensor expand_groups(const Tensor& kv) const;               // [B, G, L, Dh] -> [B, H, L, Dh]
   Tensor merge_heads(const Tensor& x) const;  // [B, H, L, Dh] -> [B, L, d]
+  // Relative positions: puts the position term of queries q [B, H, Lq, Dh] against Lk keys into mask.bias
+  // and returns the content queries q + u.
+  Tensor add_relative_position(const Tensor& q, int64_t Lk, AttentionMask& mask) const;
   Tensor finish(const Tensor& heads_out) const;
   MultiHeadConfig cfg_;
   int64_t head_dim_;
@@ -70,6 +79,7 @@ class MultiHeadAttention : public Module {
   std::unique_ptr<Attention> attn_;
   Dropout drop_;
   Tensor alibi_;
+  std::unique_ptr<RelativePosition> relative_;  // positional = relative only
 };
 
 }  // namespace eng

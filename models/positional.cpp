@@ -16,7 +16,8 @@ PositionalKind parse_positional(const std::string& name) {
   if (name == "learned") return PositionalKind::Learned;
   if (name == "rotary") return PositionalKind::Rotary;
   if (name == "alibi") return PositionalKind::Alibi;
-  fail("positional encoding: expected none, sinusoidal, learned, rotary or alibi, got '", name, "'");
+  if (name == "relative") return PositionalKind::Relative;
+  fail("positional encoding: expected none, sinusoidal, learned, rotary, alibi or relative, got '", name, "'");
 }
 
 const char* positional_name(PositionalKind k) {
@@ -25,8 +26,13 @@ const char* positional_name(PositionalKind k) {
     case PositionalKind::Learned: return "learned";
     case PositionalKind::Rotary: return "rotary";
     case PositionalKind::Alibi: return "alibi";
+    case PositionalKind::Relative: return "relative";
     default: return "none";
   }
+}
+
+bool positional_is_absolute(PositionalKind k) {
+  return k == PositionalKind::Sinusoidal || k == PositionalKind::Learned;
 }
 
 Tensor sinusoidal_table(int64_t length, int64_t dim, int64_t offset, DType dtype) {

@@ -4,6 +4,8 @@
 //   learned:    a [max_len, d] table; positions beyond max_len are an error
 //   rotary:     ops/rope.h, applied to q and k inside the attention layer
 //   alibi:      Press et al. 2022, per-head slopes; the attention kernels add -slope · |i - j| on the fly
+//   relative:   Transformer-XL (Dai et al. 2019 §3.3), models/relative_position.h: a sinusoid of the distance
+//               i - j, projected per layer, added to the attention logits with learned biases u and v
 #pragma once
 #include <string>
 
@@ -12,9 +14,12 @@
 
 namespace eng {
 
-enum class PositionalKind { None, Sinusoidal, Learned, Rotary, Alibi };
-PositionalKind parse_positional(const std::string& name);  // none, sinusoidal, learned, rotary, alibi
+enum class PositionalKind { None, Sinusoidal, Learned, Rotary, Alibi, Relative };
+PositionalKind parse_positional(const std::string& name);  // none, sinusoidal, learned, rotary, alibi, relative
 const char* positional_name(PositionalKind k);
+// True for the encodings added to the token embeddings (sinusoidal, learned): they name absolute positions,
+// which a Transformer-XL memory cannot reuse across segments (Dai et al. 2019 §3.3).
+bool positional_is_absolute(PositionalKind k);
 
 // [length, dim] table of positions offset .. offset + length - 1.
 Tensor sinusoidal_table(int64_t length, int64_t dim, int64_t offset = 0, DType dtype = DType::F32);

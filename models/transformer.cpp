@@ -7,6 +7,7 @@
 #include "engine/error.h"
 #include "models/reversible.h"
 #include "ops/binary.h"
+#include "ops/index.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
 
@@ -32,6 +33,11 @@ void TransformerConfig::validate() const {
   ENG_CHECK(!reversible || encoder_layers == 0 || decoder_layers == 0, "config: reversible layers are for "
             "decoder-only and encoder-only models, not encoder-decoder (encoder_layers ", encoder_layers,
             ", decoder_layers ", decoder_layers, ")");
+  ENG_CHECK(mem_len >= 0, "config: mem_len must be >= 0, got ", mem_len);
+  ENG_CHECK(mem_len == 0 || (encoder_layers == 0 && !reversible && !positional_is_absolute(positional)),
+            "config: mem_len ", mem_len, " (Transformer-XL memory) needs a decoder-only model (encoder_layers ",
+            encoder_layers, "), no reversible layers and positions not added to the embeddings (positional ",
+            positional_name(positional), "; relative, rotary, alibi or none)");
 }
 
 namespace {
@@ -110,6 +116,7 @@ std::map<std::string, std::string> TransformerConfig::to_map() const {
   if (kv_heads != 0 && kv_heads != heads) m["kv_heads"] = std::to_string(kv_heads);
   // Likewise recorded only when on: old checkpoints and plain models load as reversible = false.
   if (reversible) m["reversible"] = "true";
+  if (mem_len != 0) m["mem_len"] = std::to_string(mem_len);
   return m;
 }
 
@@ -124,6 +131,7 @@ TransformerConfig TransformerConfig::from_map(const std::map<std::string, std::s
     else if (k == "encoder_layers") c.encoder_layers = to_int(k, v);
     else if (k == "decoder_layers") c.decoder_layers = to_int(k, v);
     else if (k == "max_len") c.max_len = to_int(k, v);
+    else if (k == "mem_len") c.mem_len = to_int(k, v);
     else if (k == "dropout") c.dropout = to_double(k, v);
     else if (k == "attention") c.attention = v;
     else if (k == "attention_options") c.attention_options = split_options(v);
@@ -202,8 +210,12 @@ EncoderLayer::EncoderLayer(const TransformerConfig& c, bool causal, const std::s
   register_module("dropout", drop_);
 }
 
-Tensor EncoderLayer::forward(const Tensor& x, const AttentionMask& mask) const {
-  Tensor h = residual(x, norm1, pre_norm_, drop_, [&](const Tensor& t) { return self_attn.forward(t, t, mask); });
+Tensor EncoderLayer::forward(const Tensor& x, const AttentionMask& mask, const Tensor& memory) const {
+  Tensor h = residual(x, norm1, pre_norm_, drop_, [&](const Tensor& t) {
+    if (!memory.defined()) return self_attn.forward(t, t, mask);
+    // The keys see the memory as the attention sees x: normalised first when the norm comes before it.
+    return self_attn.forward(t, concat({pre_norm_ ? norm1.forward(memory) : memory, t}, 1), mask);
+  });
   return residual(h, norm2, pre_norm_, drop_, [&](const Tensor& t) { return ffn.forward(t); });
 }
 
@@ -319,6 +331,15 @@ Tensor LanguageModel::forward(const Tensor& ids, const std::vector<int64_t>& len
   }
   if (final_norm) x = final_norm->forward(x);
   return head.forward(x);
+}
+
+Tensor LanguageModel::attention_penalty() const {
+  Tensor total;
+  for (const auto& layer : layers) {
+    const Tensor p = layer->self_attn.mechanism().penalty();
+    if (p.defined()) total = total.defined() ? add(total, p) : p;
+  }
+  return total;
 }
 
 LanguageModel::State LanguageModel::new_state() const {

@@ -18,6 +18,7 @@
 #include "models/multihead.h"
 #include "models/norm_layers.h"
 #include "models/positional.h"
+#include "models/xl_memory.h"
 
 namespace eng {
 
@@ -39,6 +40,9 @@ struct TransformerConfig {
   // Reversible residual layers (Reformer §3, models/reversible.h): activation memory independent of depth.
   // Decoder-only / encoder-only models with pre-norm only.
   bool reversible = false;
+  // Transformer-XL memory (models/xl_memory.h): positions of earlier segments each layer keeps attending to,
+  // 0 = off. Decoder-only, not reversible, positions not added to the embeddings.
+  int64_t mem_len = 0;
   PositionalKind positional = PositionalKind::Sinusoidal;
   Activation activation = Activation::Gelu;
   uint64_t seed = 1;
@@ -64,7 +68,9 @@ class Norm : public Module {
 class EncoderLayer : public Module {
  public:
   EncoderLayer(const TransformerConfig& c, bool causal, const std::string& attention, Rng& rng);
-  Tensor forward(const Tensor& x, const AttentionMask& mask) const;
+  // `memory` [B, M, d_model] (Transformer-XL, models/xl_memory.h): earlier inputs of this layer that the
+  // self-attention also takes keys and values from, before x's own; mask.query_offset must then be M.
+  Tensor forward(const Tensor& x, const AttentionMask& mask, const Tensor& memory = Tensor()) const;
   std::unique_ptr<AttentionState> new_state() const { return self_attn.new_state(); }
   Tensor step(const Tensor& x_t, AttentionState& state) const;
   // The two pre-norm sub-layers without their residual add, for the reversible stack (models/reversible.h):
@@ -124,6 +130,13 @@ class LanguageModel : public Module {
   // ids [B, L] -> logits [B, L, vocab]
   Tensor forward(const Tensor& ids, const std::vector<int64_t>& lengths = {}) const;
 
+  // Transformer-XL (models/xl_memory.h, defined in xl_memory.cpp): one segment ids [B, L] after the segments
+  // `mem` remembers, whose keys and values each layer also attends to; `mem` then holds this segment's layer
+  // inputs too (its last mem_len positions, detached). Causal models only. new_memory() is empty, with the
+  // config's mem_len.
+  Tensor forward(const Tensor& ids, XLMemory& mem) const;
+  XLMemory new_memory() const;
+
   // Generation with the recurrent form of each layer: one token per call, constant work per token for
   // variants whose state is fixed-size, a growing KV cache for softmax.
   struct State {
@@ -135,6 +148,9 @@ class LanguageModel : public Module {
 
   const TransformerConfig& config() const { return cfg_; }
   Rng& rng() { return rng_; }
+  // The sum of the attention mechanisms' loss terms (Attention::penalty, e.g. adaptive-span's), undefined when
+  // no layer has one.
+  Tensor attention_penalty() const;
 
   TokenEmbedding embed;
   std::vector<std::unique_ptr<EncoderLayer>> layers;

@@ -170,4 +170,13 @@ Tensor unsqueeze(const Tensor& a, int64_t axis) {
   return reshape(a, shape);
 }
 
+Tensor repeat_heads(const Tensor& a, int64_t heads) {
+  ENG_CHECK(a.dim() == 4 && a.size(1) >= 1 && heads % a.size(1) == 0, "repeat_heads: input must be [B, G, L, D] "
+            "with G dividing ", heads, ", got ", a.shape());
+  const int64_t G = a.size(1);
+  if (G == heads) return a;
+  Tensor e = expand(unsqueeze(a, 2), {a.size(0), G, heads / G, a.size(2), a.size(3)});
+  return reshape(e, {a.size(0), heads, a.size(2), a.size(3)});
+}
+
 }  // namespace eng

@@ -15,5 +15,8 @@ Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end, int64_t 
 Tensor expand(const Tensor& a, const Shape& shape);  // broadcast to shape (stride 0), -1 keeps a size
 Tensor squeeze(const Tensor& a, int64_t axis);
 Tensor unsqueeze(const Tensor& a, int64_t axis);
+// [B, G, L, D] -> [B, heads, L, D] with head h reading group h / (heads / G) (grouped-query attention's K/V): a
+// stride-0 view for G = 1, a copy for 1 < G < heads (no stride maps h to h / r), a as is for G = heads.
+Tensor repeat_heads(const Tensor& a, int64_t heads);
 
 }  // namespace eng

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "engine/error.h"
+#include "models/attention/softmax.h"
 #include "models/checkpoint.h"
 #include "models/multihead.h"
 #include "models/transformer.h"
@@ -133,6 +134,9 @@ TEST_CASE("grouped-query: step() == the causal parallel form; cross-attention me
       auto state = a.new_state();
       for (int64_t t = 0; t < 5; ++t)
         CHECK(max_abs_diff(a.step(narrow(x, 1, t, 1), *state), narrow(full, 1, t, 1)) < 1e-12);
+      // softmax's KV cache holds the K/V groups, not the query heads: G/H of a multi-head cache.
+      if (auto* cache = dynamic_cast<KVCacheState*>(state.get())) CHECK(cache->k.size(1) == groups);
+      CHECK((dynamic_cast<KVCacheState*>(state.get()) != nullptr) == (std::string(attention) == "softmax"));
       const Tensor mem = uniform({2, 4, 8}, 14);
       MultiHeadConfig cc = gqa_config(groups, attention);
       MultiHeadAttention cross(cc, rng);

@@ -80,3 +80,14 @@ TEST_CASE("view: autograd through views into the base") {
   y.backward();
   CHECK(eng::test::allclose(a.grad(), mul_scalar(a.detach(), 2.0)));
 }
+
+TEST_CASE("view: repeat_heads gives head h group h / (H / G): a stride-0 view for G = 1, an error if G does not divide H") {
+  const Tensor a = uniform({2, 2, 3, 4}, 7);
+  const Tensor r = repeat_heads(a, 6);
+  REQUIRE(r.shape() == Shape{2, 6, 3, 4});
+  for (int64_t h = 0; h < 6; ++h) CHECK(r.at({1, h, 2, 3}) == a.at({1, h / 3, 2, 3}));
+  const Tensor one = repeat_heads(narrow(a, 1, 0, 1), 4);
+  CHECK(one.strides()[1] == 0);
+  CHECK(repeat_heads(a, 2).shape() == a.shape());
+  CHECK_THROWS_WITH(repeat_heads(a, 5), "repeat_heads: input must be [B, G, L, D] with G dividing 5, got [2, 2, 3, 4]");
+}

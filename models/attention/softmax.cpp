@@ -6,6 +6,7 @@
 #include "engine/error.h"
 #include "ops/attention_flash.h"
 #include "ops/attention_naive.h"
+#include "ops/view.h"
 
 namespace eng {
 
@@ -49,7 +50,10 @@ Tensor grow(const Tensor& old, const Tensor& like, int64_t capacity, int64_t len
 
 Tensor SoftmaxAttention::step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
                               const AttentionMask& mask) {
-  check_qkv(q, k, v, "softmax step");
+  ENG_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && k.size(1) >= 1 && q.size(1) % k.size(1) == 0,
+            "softmax step: q [B, H, 1, D], k [B, G, 1, D] and v [B, G, 1, Dv] with G dividing H, got q ", q.shape(),
+            ", k ", k.shape(), ", v ", v.shape());
+  check_qkv(q, repeat_heads(k, q.size(1)), repeat_heads(v, q.size(1)), "softmax step");
   ENG_CHECK(q.size(2) == 1 && k.size(2) == 1, "softmax step: takes one position, got q ", q.shape(), " and k ",
             k.shape());
   auto* cache = dynamic_cast<KVCacheState*>(&state);
@@ -78,7 +82,7 @@ Tensor SoftmaxAttention::step(const Tensor& q, const Tensor& k, const Tensor& v,
   m.causal = true;
   m.query_offset = t;
   cache->stored = t + 1;
-  return forward(q, cache_view(ck, t + 1), cache_view(cv, t + 1), m);
+  return forward(q, repeat_heads(cache_view(ck, t + 1), q.size(1)), repeat_heads(cache_view(cv, t + 1), q.size(1)), m);
 }
 
 }  // namespace eng

@@ -7,7 +7,9 @@
 // Recurrent form: a KV cache. step() writes the new position's k and v at position state.length (the caller
 // advances length afterwards) and attends over positions 0 .. state.length with query_offset = state.length,
 // so causal masking and ALiBi see absolute positions and the result equals that row of the causal parallel
-// form. It is for generation: no gradient flows into the cached keys and values.
+// form. It is for generation: no gradient flows into the cached keys and values. k and v may have G heads
+// dividing q's H (grouped-query attention): the cache then holds G heads, repeated to H for each step's
+// attention (a view for G = 1, a copy of the cached keys and values for 1 < G < H).
 #pragma once
 #include <memory>
 #include <string>
@@ -32,6 +34,7 @@ class SoftmaxAttention : public Attention {
   std::unique_ptr<AttentionState> new_state() const override;
   Tensor step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
               const AttentionMask& mask) override;
+  bool grouped_step() const override { return true; }
 
  private:
   bool naive_ = false;
