@@ -39,12 +39,14 @@ endif
 LIB_SRC := $(wildcard engine/*.cpp ops/*.cpp models/*.cpp models/*/*.cpp datasets/*.cpp)
 TOOL_SRC := $(wildcard tools/*.cpp)
 BENCH_SRC := $(wildcard tools/bench/*.cpp)  # bench's subcommands, linked into build/bench
+TRAIN_SRC := $(wildcard tools/train/*.cpp)  # train's jobs (one file per task family), linked into build/train
 TEST_SRC := $(wildcard tests/*.cpp) tests/fuzz/targets.cpp
 
 LIB_OBJ := $(LIB_SRC:%.cpp=$(BUILD)/obj/%.o)
 TOOL_BIN := $(TOOL_SRC:tools/%.cpp=$(BUILD)/%)
 TEST_OBJ := $(TEST_SRC:%.cpp=$(BUILD)/obj/%.o)
 BENCH_OBJ := $(BENCH_SRC:%.cpp=$(BUILD)/obj/%.o)
+TRAIN_OBJ := $(TRAIN_SRC:%.cpp=$(BUILD)/obj/%.o)
 
 DOCTEST_H := $(firstword $(wildcard /usr/include/doctest/doctest.h /usr/local/include/doctest/doctest.h))
 
@@ -67,6 +69,9 @@ $(BUILD)/%: $(BUILD)/obj/tools/%.o $(BUILD)/libengine.a
 $(BUILD)/bench: $(BUILD)/obj/tools/bench.o $(BENCH_OBJ) $(BUILD)/libengine.a
 	$(CXX) $(filter %.o,$^) -Wl,--whole-archive $(BUILD)/libengine.a -Wl,--no-whole-archive $(LDFLAGS) -o $@
 
+$(BUILD)/train: $(BUILD)/obj/tools/train.o $(TRAIN_OBJ) $(BUILD)/libengine.a
+	$(CXX) $(filter %.o,$^) -Wl,--whole-archive $(BUILD)/libengine.a -Wl,--no-whole-archive $(LDFLAGS) -o $@
+
 # Tests link the library objects directly (not the archive) so that every op file's registration
 # is present: the registry test must see all ops, even those no test calls.
 $(BUILD)/run_tests: $(TEST_OBJ) $(LIB_OBJ)
@@ -86,7 +91,7 @@ test: $(BUILD)/run_tests $(BUILD)/train $(BUILD)/embed
 clean:
 	rm -rf build build-*
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(TOOL_BIN:$(BUILD)/%=$(BUILD)/obj/tools/%.d)
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(TRAIN_OBJ:.o=.d) $(TOOL_BIN:$(BUILD)/%=$(BUILD)/obj/tools/%.d)
 
 # The main job: a small copy-task transformer with causal linear attention, trained end to end on the CPU,
 # then the speed of its RNN-form generation beside softmax's KV cache at the same size.

@@ -43,6 +43,59 @@ out=$(train text --data README.md --layers 1 --d-model 16 --heads 2 --seq-len 32
 check "train text reports bits per character" $?
 out=$(train text --steps 1 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "train: task text needs --data FILE" <<<"$out"; check "train text without --data" $?
+# Transformer-XL: streams of segments with a memory; the test split scored with and without it.
+out=$(train text --data README.md --layers 1 --d-model 16 --heads 2 --seq-len 16 --batch 4 --steps 6 \
+      --eval-every 6 --threads 2 --positional relative --mem-len 16 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -Eq "^test: [0-9.]+ bits/char over [0-9]+ characters \([0-9]+ windows, no memory\)" <<<"$out" &&
+  grep -Eq "^test with memory: [0-9.]+ bits/char over [0-9]+ characters \(4 streams, memory 16\)" <<<"$out"
+check "train text --mem-len scores the test split with the memory" $?
+out=$(train text --data README.md --mem-len 16 --positional relative --resume x.ckpt --steps 1 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "train: --resume with --mem-len is not supported" <<<"$out"; check "--mem-len refuses --resume" $?
+# adaptive-span trains with its span penalty added to the loss.
+out=$(train text --data README.md --layers 1 --d-model 16 --heads 2 --seq-len 16 --batch 4 --steps 4 \
+      --eval-every 4 --threads 2 --attention adaptive-span 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -Eq "^test: [0-9.]+ bits/char" <<<"$out"; check "train text --attention adaptive-span" $?
+
+# The CTC acoustic model and the image classifier: report lines, and a run stopped at step 4 and resumed to
+# step 8 ending in the same checkpoint as a straight run (dropout on, so the model generator is replayed too).
+ctc=(ctc --layers 1 --d-model 16 --heads 2 --batch 8 --eval-every 4 --log-every 2 --threads 2 --dropout 0.1
+     --phonemes 9 --test-utterances 60)
+out=$(train "${ctc[@]}" --steps 8 --checkpoint-every 4 --checkpoint "$dir/ctc_straight.st" 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -Eq "eval @ 8: loss [0-9.]+, accuracy [0-9.]+%, label error rate [0-9.]+%" <<<"$out" &&
+  grep -Eq "^test: label error rate [0-9.]+% over 60 utterances \([0-9]+ edits / [0-9]+ labels\)" <<<"$out"
+check "train ctc reports the label error rate" $?
+train "${ctc[@]}" --steps 4 --checkpoint "$dir/ctc.st" >/dev/null 2>&1 &&
+  train "${ctc[@]}" --steps 8 --checkpoint "$dir/ctc.st" --resume "$dir/ctc.st" >/dev/null 2>&1 &&
+  cmp -s "$dir/ctc_straight.st" "$dir/ctc.st"
+check "train ctc resumed from step 4 ends bit-identical" $?
+out=$(train "${ctc[@]}" --steps 1 --symbols 5 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "error: train: --symbols is for the copy, reverse and sort tasks, not 'ctc'" <<<"$out"
+check "train ctc refuses a flag it does not read" $?
+out=$(train copy --steps 1 --phonemes 5 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "error: train: --phonemes is for the ctc task, not 'copy'" <<<"$out"
+check "train copy refuses a ctc flag" $?
+if [ -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ]; then
+  cls=(classify --layers 1 --d-model 16 --heads 2 --batch 8 --eval-every 4 --log-every 2 --threads 2 --dropout 0.1
+       --test-images 50)
+  out=$(train "${cls[@]}" --steps 8 --checkpoint-every 4 --checkpoint "$dir/cls_straight.st" 2>&1); rc=$?
+  [ $rc -eq 0 ] && grep -Eq "eval @ 8: loss [0-9.]+, accuracy [0-9.]+%$" <<<"$out" &&
+    grep -Eq "^test: accuracy [0-9.]+% over the first 50 test images" <<<"$out"
+  check "train classify reports the test accuracy" $?
+  train "${cls[@]}" --steps 4 --checkpoint "$dir/cls.st" >/dev/null 2>&1 &&
+    train "${cls[@]}" --steps 8 --checkpoint "$dir/cls.st" --resume "$dir/cls.st" >/dev/null 2>&1 &&
+    cmp -s "$dir/cls_straight.st" "$dir/cls.st"
+  check "train classify resumed from step 4 ends bit-identical" $?
+  # 9 phonemes + blank = 10 classes and 16 features = 4 x 4 patches: every tensor has the classifier's shape,
+  # so the configuration check is what refuses the ctc checkpoint.
+  out=$(train "${cls[@]}" --steps 1 --resume "$dir/ctc.st" 2>&1); rc=$?
+  [ $rc -eq 1 ] && grep -q "error: checkpoint $dir/ctc.st is for a different model" <<<"$out"
+  check "train classify refuses a ctc checkpoint" $?
+  out=$(train classify --patch 5 --steps 1 2>&1); rc=$?
+  [ $rc -eq 1 ] && grep -q "error: train: --patch 5 must divide the 28x28 images" <<<"$out"
+  check "train classify refuses a patch that does not divide the image" $?
+else
+  echo "tools test: skip train classify (Fashion-MNIST is not installed: make data)"
+fi
 
 # Kill -9 mid-run, resume, compare with an uninterrupted run (same flags, same threads).
 run=(copy --layers 2 --d-model 32 --heads 2 --seq-len 16 --steps 200 --batch 16 --dropout 0.1 --eval-every 50

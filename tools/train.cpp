@@ -1,20 +1,18 @@
 // train: trains a transformer on a task from the command line, with a progress line, a CSV log,
 // periodic evaluation, checkpoints and bit-identical resume. `build/train --help` lists every flag.
+// This file holds the flags and the loop; the tasks and their models are jobs in tools/train/.
 //   build/train copy --layers 4 --heads 8 --d-model 64 --seq-len 128 --optimizer radam --steps 6000
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <sstream>
+#include <vector>
 
-#include "datasets/copy_task.h"
 #include "datasets/mnist.h"
 #include "datasets/pixel_task.h"
-#include "datasets/png.h"
-#include "datasets/seq2seq_tasks.h"
 #include "datasets/text.h"
 #include "engine/anomaly.h"
 #include "engine/autograd.h"
@@ -27,283 +25,12 @@
 #include "models/checkpoint.h"
 #include "models/transformer.h"
 #include "ops/binary.h"
-#include "ops/index.h"
-#include "ops/loss.h"
-#include "ops/reduce.h"
-#include "ops/softmax.h"
-#include "ops/view.h"
+#include "tools/train/job.h"
 
 using namespace eng;
+using namespace eng::jobs;
 
 namespace {
-
-struct StepResult {
-  Tensor loss;
-  int64_t correct = 0, counted = 0, tokens = 0;
-};
-
-// Token accuracy of argmax(logits) on positions whose target is not ignored.
-void count_correct(const Tensor& logits, const Tensor& targets, StepResult& r) {
-  Tensor pred = argmax(logits.detach(), -1);
-  const int64_t* p = pred.data<int64_t>();
-  const int64_t* t = targets.data<int64_t>();
-  for (int64_t i = 0, n = targets.numel(); i < n; ++i) {
-    if (t[i] == kIgnore) continue;
-    r.counted++;
-    r.correct += p[i] == t[i];
-  }
-}
-
-Tensor token_loss(const Tensor& logits, const Tensor& targets) {
-  return cross_entropy(reshape(logits, {-1, logits.size(-1)}), reshape(targets, {-1}), kIgnore);
-}
-
-// Loss and accuracy of a decoder-only model on one batch of next-token targets.
-StepResult score_lm(const LanguageModel& model, const LMBatch& b) {
-  Tensor logits = model.forward(b.inputs);
-  StepResult r;
-  r.loss = token_loss(logits, b.targets);
-  r.tokens = b.inputs.numel();
-  count_correct(logits, b.targets, r);
-  return r;
-}
-
-// A task and its model behind one interface, so that the loop is the same for both kinds.
-class Job {
- public:
-  virtual ~Job() = default;
-  virtual Module& model() = 0;
-  virtual Rng& model_rng() = 0;
-  virtual StepResult run(int64_t batch, Rng& data) = 0;
-  // Extra evaluation text (e.g. exact-match of greedy decoding), computed without gradients.
-  virtual std::string eval_extra(int64_t, Rng&) { return ""; }
-  // The loss in the task's own unit, e.g. " (1.93 bits/char)"; "" when nats say it all.
-  virtual std::string loss_in_units(double) const { return ""; }
-  // A last evaluation after training (e.g. on the test split), computed without gradients.
-  virtual std::string final_report(int64_t) { return ""; }
-};
-
-class CopyJob : public Job {
- public:
-  CopyJob(const TransformerConfig& c, const CopyTask& task) : task_(task), model_(c, true) {}
-  Module& model() override { return model_; }
-  Rng& model_rng() override { return model_.rng(); }
-  StepResult run(int64_t batch, Rng& data) override { return score_lm(model_, task_.sample(batch, data)); }
-  // Free-running generation with the model's recurrent form (a KV cache for softmax, the RNN form for
-  // linear attention): the prefix is fed, then each copied token is the model's own previous prediction.
-  std::string eval_extra(int64_t batch, Rng& data) override {
-    if (!model_.layers.front()->self_attn.mechanism().new_state()) return "";  // no recurrent form
-    LMBatch b = task_.sample(batch, data);
-    const int64_t L = b.inputs.size(1);
-    auto state = model_.new_state();
-    Tensor cur = empty({batch}, DType::I64), pred;
-    int64_t correct = 0, counted = 0;
-    auto t0 = std::chrono::steady_clock::now();
-    for (int64_t t = 0; t < L; ++t) {
-      for (int64_t i = 0; i < batch; ++i) {
-        const bool generated = t > 0 && b.targets.at({i, t - 1}) != kIgnore;
-        cur.data<int64_t>()[i] = generated ? pred.data<int64_t>()[i] : int64_t(b.inputs.at({i, t}));
-      }
-      pred = argmax(model_.step(cur, state), 1).contiguous();
-      for (int64_t i = 0; i < batch; ++i)
-        if (b.targets.at({i, t}) != kIgnore) {
-          counted++;
-          correct += pred.data<int64_t>()[i] == int64_t(b.targets.at({i, t}));
-        }
-    }
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    char buf[128];
-    std::snprintf(buf, sizeof buf, ", generated with the recurrent form: accuracy %.2f%%, %.0f tokens/s",
-                  100.0 * double(correct) / double(std::max<int64_t>(counted, 1)), double(batch * L) / secs);
-    return buf;
-  }
-
- private:
-  CopyTask task_;
-  LanguageModel model_;
-};
-
-class Seq2SeqJob : public Job {
- public:
-  Seq2SeqJob(const TransformerConfig& c, const Seq2SeqTask& task) : task_(task), model_(c) {}
-  Module& model() override { return model_; }
-  Rng& model_rng() override { return model_.rng(); }
-  StepResult run(int64_t batch, Rng& data) override {
-    Seq2SeqBatch b = task_.sample(batch, data);
-    Tensor logits = model_.forward(b.src, b.tgt_in, b.src_lengths);
-    StepResult r;
-    r.loss = token_loss(logits, b.tgt_out);
-    r.tokens = b.src.numel() + b.tgt_in.numel();
-    count_correct(logits, b.tgt_out, r);
-    return r;
-  }
-  std::string eval_extra(int64_t batch, Rng& data) override {
-    Seq2SeqBatch b = task_.sample(batch, data);
-    Tensor out = model_.greedy_decode(b.src, Seq2SeqTask::kBegin, b.tgt_out.size(1), b.src_lengths);
-    int64_t exact = 0;
-    for (int64_t i = 0; i < batch; ++i) {
-      bool ok = true;
-      for (int64_t t = 0; t <= b.src_lengths[size_t(i)]; ++t) ok = ok && out.at({i, t}) == b.tgt_out.at({i, t});
-      exact += ok;
-    }
-    char buf[64];
-    std::snprintf(buf, sizeof buf, ", greedy exact match %.1f%%", 100.0 * double(exact) / double(batch));
-    return buf;
-  }
-
- private:
-  Seq2SeqTask task_;
-  EncoderDecoder model_;
-};
-
-// Character-level language modelling on any text file (datasets/text.h: bytes, vocabulary 256, 90/5/5 split):
-// training on random windows of the train split; evaluation on fixed random windows of the validation split in
-// bits per character, with a sample continued by the recurrent form; at the end, every window of the test split.
-class TextJob : public Job {
- public:
-  TextJob(const TransformerConfig& c, const std::string& path, int64_t len)
-      : corpus_(path), len_(len), model_(c, true) {}
-  Module& model() override { return model_; }
-  Rng& model_rng() override { return model_.rng(); }
-  StepResult run(int64_t batch, Rng& data) override {
-    return score(corpus_.sample(model_.training() ? TextSplit::Train : TextSplit::Valid, batch, len_, data));
-  }
-  std::string loss_in_units(double loss) const override {
-    char buf[48];
-    std::snprintf(buf, sizeof buf, " (%.3f bits/char)", loss / std::log(2.0));
-    return buf;
-  }
-  // Up to 160 bytes sampled (temperature 1) after a prompt from the validation split (a quarter of the window,
-  // at most 48 bytes), as long as the window allows; non-printing bytes shown as '.'.
-  std::string eval_extra(int64_t, Rng& data) override {
-    if (!model_.layers.front()->self_attn.mechanism().new_state()) return "";
-    const int64_t prompt_len = std::clamp<int64_t>(len_ / 4, 1, 48);
-    const LMBatch prompt = corpus_.sample(TextSplit::Valid, 1, prompt_len, data);
-    auto state = model_.new_state();
-    std::string text;
-    Tensor logits;
-    for (int64_t t = 0; t < prompt_len; ++t) {
-      const int64_t byte = int64_t(prompt.inputs.at({0, t}));
-      text += char(byte);
-      logits = model_.step(from_vector(std::vector<double>{double(byte)}, {1}, DType::I64), state);
-    }
-    text += " | ";
-    for (int64_t t = 0; t < 160 && state.length < len_; ++t) {
-      const std::vector<double> p = softmax(logits, -1).to(DType::F64).to_vector();
-      double u = data.uniform();
-      int64_t byte = 0;
-      while (byte < int64_t(p.size()) - 1 && u >= p[size_t(byte)]) u -= p[size_t(byte++)];
-      text += char(byte);
-      logits = model_.step(from_vector(std::vector<double>{double(byte)}, {1}, DType::I64), state);
-    }
-    for (char& ch : text)
-      if ((unsigned char)ch < 32 || (unsigned char)ch > 126) ch = '.';
-    return "\n  sample: " + text;
-  }
-  std::string final_report(int64_t batch) override {
-    NoGradGuard no_grad;
-    model_.eval();
-    const int64_t windows = corpus_.num_windows(TextSplit::Test, len_);
-    double nats = 0;
-    int64_t chars = 0;
-    for (int64_t first = 0; first < windows; first += batch) {
-      const int64_t n = std::min(batch, windows - first);
-      nats += score(corpus_.windows(TextSplit::Test, first, n, len_)).loss.item() * double(n * len_);
-      chars += n * len_;
-    }
-    model_.train();
-    if (chars == 0) return "test split shorter than one window";
-    char buf[128];
-    std::snprintf(buf, sizeof buf, "test: %.4f bits/char over %lld characters (%lld windows)",
-                  nats / double(chars) / std::log(2.0), (long long)chars, (long long)windows);
-    return buf;
-  }
-
- private:
-  StepResult score(const LMBatch& b) { return score_lm(model_, b); }
-  TextCorpus corpus_;
-  int64_t len_;
-  LanguageModel model_;
-};
-
-// Autoregressive pixel generation on Fashion-MNIST (or MNIST with --data DIR; Katharopoulos et al. 2020 §4.2.1):
-// 784 raster-order pixels, a 256-way softmax per pixel; evaluation in bits/dim on fixed validation images; at the
-// end bits/dim on the first --test-images test images and, with --samples PATH, a PNG grid of unconditional
-// samples and of test images whose lower half the model completed (the paper's Figure 3), both generated with the
-// recurrent form.
-class PixelJob : public Job {
- public:
-  PixelJob(const TransformerConfig& c, ImageSplits splits, int64_t test_images, std::string samples)
-      : splits_(std::move(splits)), train_(splits_.train), valid_(splits_.valid), test_(splits_.test),
-        test_images_(test_images), samples_(std::move(samples)), model_(c, true) {}
-  Module& model() override { return model_; }
-  Rng& model_rng() override { return model_.rng(); }
-  StepResult run(int64_t batch, Rng& data) override {
-    return score((model_.training() ? train_ : valid_).sample(batch, data));
-  }
-  std::string loss_in_units(double loss) const override {
-    char buf[48];
-    std::snprintf(buf, sizeof buf, " (%.3f bits/dim)", loss / std::log(2.0));
-    return buf;
-  }
-  std::string final_report(int64_t batch) override {
-    NoGradGuard no_grad;
-    model_.eval();
-    const int64_t n = std::min(test_images_, test_.images().size());
-    double nats = 0;
-    for (int64_t first = 0; first < n; first += batch) {
-      const int64_t count = std::min(batch, n - first);
-      nats += score(test_.range(first, count)).loss.item() * double(count);
-    }
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "test: %.4f bits/dim over the first %lld test images", nats / double(n) / std::log(2.0),
-                  (long long)n);
-    std::string report = buf;
-    if (!samples_.empty()) report += "\n" + write_samples();
-    model_.train();
-    return report;
-  }
-
- private:
-  StepResult score(const LMBatch& b) { return score_lm(model_, b); }
-  // Row 1-2: 16 unconditional samples; rows 3-4: 8 test images with their lower halves generated, each beside the
-  // original. Sampling at temperature 1 with the recurrent form.
-  std::string write_samples() {
-    ENG_CHECK(model_.layers.front()->self_attn.mechanism().new_state(), "train pixels: --samples needs an attention "
-              "variant with a recurrent form");
-    const int64_t L = train_.length(), given = L / 2;
-    const LMBatch originals = test_.range(0, 8);
-    Tensor tokens = zeros({24, L}, DType::I64);
-    auto state = model_.new_state();
-    Rng rng(2020);
-    Tensor cur = full({24}, double(PixelTask::kStart), DType::I64);
-    for (int64_t t = 0; t < L; ++t) {
-      const Tensor p = softmax(model_.step(cur, state), -1).to(DType::F64).contiguous();
-      cur = empty({24}, DType::I64);
-      for (int64_t i = 0; i < 24; ++i) {
-        int64_t v = 0;
-        if (i >= 16 && t < given) {
-          v = int64_t(originals.targets.at({i - 16, t}));
-        } else {
-          double u = rng.uniform();
-          const double* row = p.data<double>() + i * p.size(1);
-          while (v < 255 && u >= row[v]) u -= row[v++];
-        }
-        cur.data<int64_t>()[i] = v;
-        tokens.data<int64_t>()[i * L + t] = v;
-      }
-    }
-    const Tensor grid = concat({tokens, originals.targets}, 0);  // 16 samples, 8 completions, 8 originals
-    write_png(samples_, image_grid(train_.to_images(grid), 8));
-    return "wrote " + samples_ + ": 16 samples, 8 test images completed from their upper half, the 8 originals";
-  }
-
-  ImageSplits splits_;
-  PixelTask train_, valid_, test_;
-  int64_t test_images_;
-  std::string samples_;
-  LanguageModel model_;
-};
 
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, NamedTensors params, double lr, double wd) {
   if (name == "sgd") return std::make_unique<SGD>(std::move(params), lr, 0.9, wd);
@@ -315,8 +42,17 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name, NamedTensors 
 
 struct Eval {
   double loss = 0, accuracy = 0;
+  int64_t edits = 0, labels = 0;  // label errors and reference labels (jobs that decode labels)
   std::string extra;
 };
+
+// ", label error rate 12.34%" when a job counted reference labels, else "".
+std::string label_error_text(int64_t edits, int64_t labels) {
+  if (labels == 0) return "";
+  char buf[48];
+  std::snprintf(buf, sizeof buf, ", label error rate %.2f%%", 100.0 * double(edits) / double(labels));
+  return buf;
+}
 
 // Evaluation on a fixed set of batches (the same every time: a generator with its own seed).
 Eval evaluate(Job& job, int64_t batches, int64_t batch, uint64_t seed) {
@@ -330,6 +66,8 @@ Eval evaluate(Job& job, int64_t batches, int64_t batch, uint64_t seed) {
     e.loss += r.loss.item() / double(batches);
     correct += r.correct;
     counted += r.counted;
+    e.edits += r.edits;
+    e.labels += r.labels;
   }
   e.accuracy = counted ? double(correct) / double(counted) : 0;
   e.extra = job.eval_extra(batch, data);
@@ -337,10 +75,25 @@ Eval evaluate(Job& job, int64_t batches, int64_t batch, uint64_t seed) {
   return e;
 }
 
+// Every digit of v, so that a checkpoint's value compares equal only to the same double.
+std::string exact(double v) {
+  std::ostringstream s;
+  s.precision(17);
+  s << v;
+  return s.str();
+}
+
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
+}
+
+// "the pixels task" or "the text, pixels and classify tasks".
+std::string task_list(const std::vector<std::string>& tasks) {
+  std::string s = "the ";
+  for (size_t i = 0; i < tasks.size(); ++i) s += (i == 0 ? "" : i + 1 == tasks.size() ? " and " : ", ") + tasks[i];
+  return s + (tasks.size() == 1 ? " task" : " tasks");
 }
 
 // The first non-finite quantity of a step, "" when there is none: its loss, then each parameter's gradient.
@@ -364,14 +117,30 @@ std::string first_nonfinite_parameter(const Module& model) {
 int run(int argc, char** argv) {
   Cli cli("train", "Trains a transformer on a task: copy (decoder-only, the seed paper's 4.1.1 task),\n"
                    "reverse or sort (encoder-decoder), text (character-level LM on --data FILE),\n"
-                   "pixels (autoregressive Fashion-MNIST, or MNIST in --data DIR).\n"
+                   "pixels (autoregressive Fashion-MNIST, or MNIST in --data DIR),\n"
+                   "ctc (speech-like frames to phoneme labels: a bidirectional encoder, CTC loss in nats per utterance,\n"
+                   "label error rate; its accuracy counts the utterances decoded exactly),\n"
+                   "classify (Fashion-MNIST, or MNIST in --data DIR, as --patch x --patch patches: an encoder,\n"
+                   "mean-pooled, 10 classes).\n"
                    "Usage: train TASK [flags]");
-  auto& task_name = cli.add_string("task", "copy", "copy, reverse, sort, text or pixels (or the first argument)");
-  auto& data_path = cli.add_string("data", "", "text: the corpus file (any bytes; split 90/5/5 in order); pixels: "
-                                   "an MNIST directory (default: the installed Fashion-MNIST)");
-  auto& test_images = cli.add_int("test-images", 10000, "pixels: test images scored for bits/dim at the end");
+  auto& task_name = cli.add_string("task", "copy", "copy, reverse, sort, text, pixels, ctc or classify (or the first "
+                                   "argument)");
+  auto& data_path = cli.add_string("data", "", "text: the corpus file (any bytes; split 90/5/5 in order); pixels, "
+                                   "classify: an MNIST directory (default: the installed Fashion-MNIST)");
+  auto& test_images = cli.add_int("test-images", 10000, "pixels, classify: test images scored at the end (bits/dim, "
+                                  "accuracy)");
   auto& samples = cli.add_string("samples", "", "pixels: PNG grid of samples and completions written at the end");
-  auto& layers = cli.add_int("layers", 4, "decoder layers (and encoder layers for reverse/sort)");
+  auto& patch = cli.add_int("patch", 4, "classify: patch side P; an image becomes (28/P)^2 tokens of P*P values");
+  auto& phonemes = cli.add_int("phonemes", 20, "ctc: distinct phonemes (P + 1 output classes with the blank)");
+  auto& features = cli.add_int("features", 16, "ctc: features per frame");
+  auto& noise = cli.add_double("noise", 0.5, "ctc: standard deviation of the noise on every frame feature");
+  auto& min_labels = cli.add_int("min-labels", 4, "ctc: fewest phonemes per utterance");
+  auto& max_labels = cli.add_int("max-labels", 12, "ctc: most phonemes per utterance");
+  auto& min_duration = cli.add_int("min-duration", 2, "ctc: fewest frames per phoneme");
+  auto& max_duration = cli.add_int("max-duration", 6, "ctc: most frames per phoneme");
+  auto& test_utterances = cli.add_int("test-utterances", 1000, "ctc: fixed test utterances (the same for every "
+                                      "--seed) scored for the label error rate at the end");
+  auto& layers = cli.add_int("layers", 4, "decoder layers (encoder layers for reverse/sort, ctc and classify)");
   auto& enc_layers = cli.add_int("encoder-layers", 0, "encoder layers for reverse/sort (0: same as --layers)");
   auto& heads = cli.add_int("heads", 8, "attention heads");
   auto& kv_heads = cli.add_int("kv-heads", 0, "key/value heads (0: --heads; 1: multi-query; a divisor: grouped-query)");
@@ -382,13 +151,17 @@ int run(int argc, char** argv) {
   auto& attn_opts = cli.add_list("attn-opt", "a variant option name=value");
   auto& norm = cli.add_string("norm", "pre", "pre or post layer norm placement");
   auto& norm_type = cli.add_string("norm-type", "layer", "layer or rms");
-  auto& positional = cli.add_string("positional", "sinusoidal", "none, sinusoidal, learned, rotary or alibi");
+  auto& positional = cli.add_string("positional", "sinusoidal", "none, sinusoidal, learned, rotary, alibi or relative "
+                                    "(Transformer-XL's, softmax-family attention)");
+  auto& mem_len = cli.add_int("mem-len", 0, "text: Transformer-XL memory of the last N positions; training reads "
+                              "--batch consecutive streams (docs/transformer_xl.md)");
   auto& activation = cli.add_string("activation", "gelu", "relu, gelu or gelu-tanh");
   auto& reversible = cli.add_bool("reversible", false, "reversible layers (Reformer §3): activation memory "
-                                 "independent of depth; pre-norm, copy and text tasks only (docs/reversible.md)");
-  auto& seq_len = cli.add_int("seq-len", 128, "longest sequence (copy: both halves and the separator)");
-  auto& symbols = cli.add_int("symbols", 10, "distinct symbols");
-  auto& fixed = cli.add_bool("fixed-length", false, "always use the longest sequence");
+                                 "independent of depth; pre-norm, not reverse/sort (docs/reversible.md)");
+  auto& seq_len = cli.add_int("seq-len", 128, "longest sequence (copy: both halves and the separator); copy, "
+                              "reverse, sort and text");
+  auto& symbols = cli.add_int("symbols", 10, "distinct symbols (copy, reverse, sort)");
+  auto& fixed = cli.add_bool("fixed-length", false, "always use the longest sequence (copy, reverse, sort)");
   auto& opt_name = cli.add_string("optimizer", "radam", "sgd (momentum 0.9), adam, adamw or radam");
   auto& lr = cli.add_double("lr", 1e-3, "learning rate");
   auto& schedule = cli.add_string("schedule", "step:3000=1e-4",
@@ -397,7 +170,7 @@ int run(int argc, char** argv) {
   auto& clip = cli.add_double("clip", 1.0, "clip the global gradient norm (0: off)");
   auto& accum = cli.add_int("accum", 1, "micro-batches accumulated per optimizer step");
   auto& steps = cli.add_int("steps", 6000, "optimizer steps");
-  auto& batch = cli.add_int("batch", 32, "sequences per micro-batch");
+  auto& batch = cli.add_int("batch", 32, "sequences (utterances, images) per micro-batch");
   auto& seed = cli.add_int("seed", 1, "seed of the model and the data");
   auto& threads = cli.add_int("threads", 0, "threads (0: ENG_THREADS or all cores)");
   auto& log_path = cli.add_string("log", "", "CSV log of every logged step");
@@ -407,7 +180,8 @@ int run(int argc, char** argv) {
   auto& ckpt = cli.add_string("checkpoint", "", "checkpoint file written every --checkpoint-every steps and at the end");
   auto& ckpt_every = cli.add_int("checkpoint-every", 500, "steps between checkpoints");
   auto& resume = cli.add_string("resume", "", "checkpoint to resume from (same flags, same threads: identical run)");
-  auto& target = cli.add_double("target-accuracy", 0.0, "stop once evaluation accuracy reaches this (0: off)");
+  auto& target = cli.add_double("target-accuracy", 0.0, "stop once evaluation accuracy reaches this (0: off; ctc: "
+                                 "the utterances decoded exactly)");
   auto& on_nan = cli.add_string("on-nan", "stop", "a NaN/Inf loss or gradient: stop (exit 1, checkpoint kept) or "
                                 "skip (drop that step's update)");
   auto& anomaly = cli.add_bool("detect-anomaly", false, "check every op's output and gradient, name the first that "
@@ -446,20 +220,34 @@ int run(int argc, char** argv) {
   c.reversible = reversible;
   c.seed = uint64_t(seed);
 
+  const std::vector<std::string> tasks{"copy", "reverse", "sort", "text", "pixels", "ctc", "classify"};
+  ENG_CHECK(std::find(tasks.begin(), tasks.end(), task_name) != tasks.end(), "train: unknown task '", task_name,
+            "' (copy, reverse, sort, text, pixels, ctc or classify)");
   // Task-specific flags given to another task would be silently ignored: refuse them.
-  ENG_CHECK(!cli.was_set("data") || task_name == "text" || task_name == "pixels",
-            "train: --data is for the text and pixels tasks, not '", task_name, "'");
-  for (const char* flag : {"test-images", "samples"})
-    ENG_CHECK(!cli.was_set(flag) || task_name == "pixels", "train: --", flag, " is for the pixels task, not '",
-              task_name, "'");
+  const std::vector<std::string> seq{"copy", "reverse", "sort"}, ctc{"ctc"};
+  const std::vector<std::pair<std::string, std::vector<std::string>>> readers{
+      {"data", {"text", "pixels", "classify"}}, {"test-images", {"pixels", "classify"}}, {"samples", {"pixels"}},
+      {"patch", {"classify"}}, {"seq-len", {"copy", "reverse", "sort", "text"}}, {"symbols", seq},
+      {"fixed-length", seq}, {"encoder-layers", {"reverse", "sort"}}, {"phonemes", ctc}, {"features", ctc},
+      {"noise", ctc}, {"min-labels", ctc}, {"max-labels", ctc}, {"min-duration", ctc}, {"max-duration", ctc},
+      {"test-utterances", ctc}, {"mem-len", {"text"}}};
+  for (const auto& [flag, readers_of] : readers)
+    ENG_CHECK(!cli.was_set(flag) || std::find(readers_of.begin(), readers_of.end(), task_name) != readers_of.end(),
+              "train: --", flag, " is for ", task_list(readers_of), ", not '", task_name, "'");
+  // Keys of the task (beyond the model's) that a checkpoint must match on resume.
+  std::map<std::string, std::string> task_config;
   std::unique_ptr<Job> job;
+  if (task_name != "ctc" && task_name != "classify") {
+    task_config["symbols"] = std::to_string(symbols);
+    task_config["fixed_length"] = fixed ? "true" : "false";
+  }
   if (task_name == "copy") {
     CopyTask task(seq_len, symbols, fixed);
     c.vocab = task.vocab();
     c.decoder_layers = layers;
     c.encoder_layers = 0;
     c.max_len = seq_len;
-    job = std::make_unique<CopyJob>(c, task);
+    job = make_copy_job(c, task);
   } else if (task_name == "reverse" || task_name == "sort") {
     Seq2SeqTask task(task_name == "reverse" ? Seq2SeqTask::Kind::Reverse : Seq2SeqTask::Kind::Sort, seq_len, symbols,
                      fixed);
@@ -467,14 +255,17 @@ int run(int argc, char** argv) {
     c.decoder_layers = layers;
     c.encoder_layers = enc_layers > 0 ? enc_layers : layers;
     c.max_len = seq_len + 1;
-    job = std::make_unique<Seq2SeqJob>(c, task);
+    job = make_seq2seq_job(c, task);
   } else if (task_name == "text") {
     ENG_CHECK(!data_path.empty(), "train: task text needs --data FILE (any text file, e.g. enwik8)");
     c.vocab = TextCorpus::kVocab;
     c.decoder_layers = layers;
     c.encoder_layers = 0;
     c.max_len = seq_len;
-    job = std::make_unique<TextJob>(c, data_path, seq_len);
+    c.mem_len = mem_len;
+    ENG_CHECK(mem_len == 0 || resume.empty(), "train: --resume with --mem-len is not supported (the memory and the "
+              "position in the streams are not in the checkpoint)");
+    job = make_text_job(c, data_path, seq_len);
   } else if (task_name == "pixels") {
     ImageSplits splits = load_mnist(locate_mnist(data_path));
     c.vocab = PixelTask::kVocab;
@@ -482,17 +273,46 @@ int run(int argc, char** argv) {
     c.encoder_layers = 0;
     c.max_len = splits.train.image_bytes();
     ENG_CHECK(test_images >= 1, "train: --test-images must be >= 1, got ", test_images);
-    job = std::make_unique<PixelJob>(c, std::move(splits), test_images, samples);
-  } else {
-    fail("train: unknown task '", task_name, "' (copy, reverse, sort, text or pixels)");
+    job = make_pixel_job(c, std::move(splits), test_images, samples);
+  } else if (task_name == "ctc") {
+    CTCTaskOptions opt;
+    opt.phonemes = phonemes;
+    opt.features = features;
+    opt.noise = noise;
+    opt.min_labels = min_labels;
+    opt.max_labels = max_labels;
+    opt.min_duration = min_duration;
+    opt.max_duration = max_duration;
+    const CTCTask task(opt);
+    c.vocab = task.classes();
+    c.encoder_layers = layers;
+    c.decoder_layers = 0;
+    c.max_len = task.max_frames();
+    ENG_CHECK(test_utterances >= 1, "train: --test-utterances must be >= 1, got ", test_utterances);
+    task_config = {{"phonemes", std::to_string(phonemes)},         {"features", std::to_string(features)},
+                   {"noise", exact(noise)},                        {"min_labels", std::to_string(min_labels)},
+                   {"max_labels", std::to_string(max_labels)},     {"min_duration", std::to_string(min_duration)},
+                   {"max_duration", std::to_string(max_duration)}};
+    job = make_ctc_job(c, task, test_utterances);
+  } else {  // classify
+    ImageSplits splits = load_mnist(locate_mnist(data_path));
+    const ImageDataset& images = splits.train;
+    ENG_CHECK(patch >= 1 && images.height % patch == 0 && images.width % patch == 0, "train: --patch ", patch,
+              " must divide the ", images.height, "x", images.width, " images");
+    c.vocab = images.classes;
+    c.encoder_layers = layers;
+    c.decoder_layers = 0;
+    c.max_len = (images.height / patch) * (images.width / patch);
+    ENG_CHECK(test_images >= 1, "train: --test-images must be >= 1, got ", test_images);
+    task_config = {{"patch", std::to_string(patch)}};
+    job = make_classify_job(c, std::move(splits), patch, test_images);
   }
 
   auto optimizer = make_optimizer(opt_name, job->model().named_parameters(), lr, wd);
   auto sched = parse_schedule(schedule, lr);
   std::map<std::string, std::string> config = c.to_map();
   config["task"] = task_name;
-  config["symbols"] = std::to_string(symbols);
-  config["fixed_length"] = fixed ? "true" : "false";
+  config.insert(task_config.begin(), task_config.end());
 
   Rng data(uint64_t(seed) * 7919 + 17);
   int64_t start = 0;
@@ -521,16 +341,22 @@ int run(int argc, char** argv) {
   std::printf("task %s, %lld parameters, attention %s, %s, %d threads\n", task_name.c_str(),
               (long long)job->model().num_parameters(), attention.c_str(), opt_name.c_str(), num_threads());
   std::ofstream log;
+  const bool ler = job->decodes_labels();  // the log gets a label_error_rate column
   if (!log_path.empty()) {
     log.open(log_path, start > 0 ? std::ios::app : std::ios::trunc);
     ENG_CHECK(log.good(), "train: cannot write log file ", log_path);
-    if (start == 0) log << "step,kind,loss,accuracy,lr,tokens_per_s,elapsed_s,grad_norm\n";
+    if (start == 0)
+      log << "step,kind,loss,accuracy,lr,tokens_per_s,elapsed_s,grad_norm" << (ler ? ",label_error_rate" : "") << "\n";
   }
+  auto ler_field = [&](int64_t edits, int64_t labels) {
+    return !ler ? std::string() : labels ? "," + exact(double(edits) / double(labels)) : std::string(",");
+  };
 
   Progress progress(start, steps);
   const uint64_t eval_seed = uint64_t(seed) * 104729 + 3;
   double window_loss = 0, grad_norm = 0;
   int64_t window_correct = 0, window_counted = 0, window_tokens = 0, window_steps = 0, skipped = 0;
+  int64_t window_edits = 0, window_labels = 0;
   double window_start = 0;
   Eval last_eval;
   int64_t step = start;
@@ -542,12 +368,15 @@ int run(int argc, char** argv) {
     try {
       for (int64_t m = 0; m < accum; ++m) {
         StepResult r = job->run(batch, data);
-        Tensor loss = accum > 1 ? mul_scalar(r.loss, 1.0 / double(accum)) : r.loss;
+        Tensor loss = r.penalty.defined() ? add(r.loss, r.penalty) : r.loss;  // the penalty trains, not reported
+        if (accum > 1) loss = mul_scalar(loss, 1.0 / double(accum));
         loss.backward();
         step_loss += r.loss.item() / double(accum);
         window_correct += r.correct;
         window_counted += r.counted;
         window_tokens += r.tokens;
+        window_edits += r.edits;
+        window_labels += r.labels;
       }
     } catch (const Error& e) {
       fail("train: step ", step + 1, ": ", e.what());
@@ -574,24 +403,27 @@ int run(int argc, char** argv) {
       double tps = double(window_tokens) / std::max(now - window_start, 1e-9);
       double l = window_steps ? window_loss / double(window_steps) : NAN;
       double acc = window_counted ? double(window_correct) / double(window_counted) : 0;
-      progress.update(step, "loss " + fmt("%.4f", l) + " | acc " + fmt("%.1f%%", 100 * acc) + " | gnorm " +
-                                fmt("%.3g", grad_norm) + " | " + fmt("%.0f", tps) + " tok/s");
+      const std::string label_errors =
+          window_labels ? " | LER " + fmt("%.1f%%", 100.0 * double(window_edits) / double(window_labels)) : "";
+      progress.update(step, "loss " + fmt("%.4f", l) + " | acc " + fmt("%.1f%%", 100 * acc) + label_errors +
+                                " | gnorm " + fmt("%.3g", grad_norm) + " | " + fmt("%.0f", tps) + " tok/s");
       if (log.is_open())
         log << step << ",train," << l << "," << acc << "," << optimizer->lr() << "," << tps << "," << now << ","
-            << grad_norm << "\n";
+            << grad_norm << ler_field(window_edits, window_labels) << "\n";
       window_loss = 0;
-      window_correct = window_counted = window_tokens = window_steps = 0;
+      window_correct = window_counted = window_tokens = window_steps = window_edits = window_labels = 0;
       window_start = now;
     }
     bool last = step == steps;
     if ((eval_every > 0 && step % eval_every == 0) || last) {
       last_eval = evaluate(*job, eval_batches, batch, eval_seed);
       progress.finish();
-      std::printf("eval @ %lld: loss %.4f%s, accuracy %.2f%%%s\n", (long long)step, last_eval.loss,
-                  job->loss_in_units(last_eval.loss).c_str(), 100 * last_eval.accuracy, last_eval.extra.c_str());
+      std::printf("eval @ %lld: loss %.4f%s, accuracy %.2f%%%s%s\n", (long long)step, last_eval.loss,
+                  job->loss_in_units(last_eval.loss).c_str(), 100 * last_eval.accuracy,
+                  label_error_text(last_eval.edits, last_eval.labels).c_str(), last_eval.extra.c_str());
       if (log.is_open())
         log << step << ",eval," << last_eval.loss << "," << last_eval.accuracy << "," << optimizer->lr() << ",,"
-            << progress.elapsed_seconds() << ",\n";
+            << progress.elapsed_seconds() << "," << ler_field(last_eval.edits, last_eval.labels) << "\n";
       if (target > 0 && last_eval.accuracy >= target) {
         std::printf("reached target accuracy %.2f%% at step %lld\n", 100 * target, (long long)step);
         save(step);
@@ -601,8 +433,9 @@ int run(int argc, char** argv) {
     if (!ckpt.empty() && (step % ckpt_every == 0 || last)) save(step);
   }
   progress.finish();
-  std::printf("final: step %lld, eval loss %.4f, accuracy %.2f%%%s, wall %.1f s", (long long)step, last_eval.loss,
-              100 * last_eval.accuracy, last_eval.extra.c_str(), progress.elapsed_seconds());
+  std::printf("final: step %lld, eval loss %.4f, accuracy %.2f%%%s%s, wall %.1f s", (long long)step, last_eval.loss,
+              100 * last_eval.accuracy, label_error_text(last_eval.edits, last_eval.labels).c_str(),
+              last_eval.extra.c_str(), progress.elapsed_seconds());
   if (skipped > 0) std::printf(", %lld steps skipped (non-finite)", (long long)skipped);
   std::printf("\n");
   const std::string report = job->final_report(batch);

@@ -1,0 +1,77 @@
+// Image classification (Fashion-MNIST, or MNIST with --data DIR): each image is cut into P x P patches
+// (datasets/image_patches.h; P = 4 gives 49 tokens of 16 values in [0, 1]), a FrameEncoder with the pooled head
+// maps them to class logits, trained with cross-entropy. Training images are drawn uniformly (with replacement)
+// by the data generator, validation images by the loop's fixed evaluation generator; the final report is the
+// accuracy on the first --test-images images of the test split, in order.
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+#include <vector>
+
+#include "datasets/image_patches.h"
+#include "engine/autograd.h"
+#include "engine/error.h"
+#include "models/frame_encoder.h"
+#include "tools/train/job.h"
+
+namespace eng::jobs {
+
+namespace {
+
+class ClassifyJob : public Job {
+ public:
+  ClassifyJob(const TransformerConfig& c, ImageSplits splits, int64_t patch, int64_t test_images)
+      : splits_(std::move(splits)), patch_(patch), test_images_(test_images),
+        model_(c, splits_.train.channels * patch * patch) {}
+  Module& model() override { return model_; }
+  Rng& model_rng() override { return model_.rng(); }
+  StepResult run(int64_t batch, Rng& data) override {
+    const ImageDataset& images = model_.training() ? splits_.train : splits_.valid;
+    ENG_CHECK(images.size() > 0, "train classify: ", images.name, " holds no images");
+    std::vector<int64_t> idx(static_cast<size_t>(batch));
+    for (int64_t& i : idx) i = int64_t(data.below(uint64_t(images.size())));
+    return score(gather(images, idx));
+  }
+  std::string final_report(int64_t batch) override {
+    NoGradGuard no_grad;
+    model_.eval();
+    const int64_t n = std::min(test_images_, splits_.test.size());
+    StepResult total;
+    for (int64_t first = 0; first < n; first += batch) {
+      std::vector<int64_t> idx(static_cast<size_t>(std::min(batch, n - first)));
+      for (size_t i = 0; i < idx.size(); ++i) idx[i] = first + int64_t(i);
+      const StepResult r = score(gather(splits_.test, idx));
+      total.correct += r.correct;
+      total.counted += r.counted;
+    }
+    model_.train();
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "test: accuracy %.2f%% over the first %lld test images",
+                  100.0 * double(total.correct) / double(total.counted), (long long)total.counted);
+    return buf;
+  }
+
+ private:
+  StepResult score(const ImageBatch& b) {
+    const Tensor tokens = image_patches(b.pixels, patch_);
+    const Tensor logits = model_.forward_pooled(tokens);
+    StepResult r;
+    r.loss = token_loss(logits, b.labels);
+    r.tokens = tokens.size(0) * tokens.size(1);
+    count_correct(logits, b.labels, r);
+    return r;
+  }
+
+  ImageSplits splits_;
+  int64_t patch_, test_images_;
+  FrameEncoder model_;
+};
+
+}  // namespace
+
+std::unique_ptr<Job> make_classify_job(const TransformerConfig& c, ImageSplits splits, int64_t patch,
+                                       int64_t test_images) {
+  return std::make_unique<ClassifyJob>(c, std::move(splits), patch, test_images);
+}
+
+}  // namespace eng::jobs

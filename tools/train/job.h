@@ -1,0 +1,70 @@
+// The tasks of build/train, each a task and its model behind one interface, so that the training loop in
+// tools/train.cpp is the same for all. One file per family: lm_jobs.cpp (copy, text, pixels: decoder-only
+// models), seq2seq_job.cpp (reverse, sort: encoder-decoder), ctc_job.cpp (speech-like frames to labels with
+// CTC), classify_job.cpp (Fashion-MNIST classification over image patches).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "datasets/copy_task.h"
+#include "datasets/ctc_task.h"
+#include "datasets/image_dataset.h"
+#include "datasets/seq2seq_tasks.h"
+#include "engine/rng.h"
+#include "models/module.h"
+#include "models/transformer.h"
+
+namespace eng::jobs {
+
+struct StepResult {
+  Tensor loss;
+  int64_t correct = 0, counted = 0, tokens = 0;  // accuracy = correct / counted; tokens (or frames) processed
+  // Jobs that decode label sequences (ctc): the edit distance of the decoded labels to the references, and the
+  // reference labels; the loop reports edits / labels as the label error rate. 0 / 0 for the others.
+  int64_t edits = 0, labels = 0;
+  // A term added to the loss for training only (adaptive-span's span penalty); undefined when there is none.
+  Tensor penalty;
+};
+
+class Job {
+ public:
+  virtual ~Job() = default;
+  virtual Module& model() = 0;
+  virtual Rng& model_rng() = 0;
+  // One batch: training data in training mode, validation data in eval mode (the loop's evaluate() sets it).
+  virtual StepResult run(int64_t batch, Rng& data) = 0;
+  // Extra evaluation text (e.g. exact-match of greedy decoding), computed without gradients.
+  virtual std::string eval_extra(int64_t, Rng&) { return ""; }
+  // The loss in the task's own unit, e.g. " (1.93 bits/char)"; "" when nats say it all.
+  virtual std::string loss_in_units(double) const { return ""; }
+  // A last evaluation after training (e.g. on the test split), computed without gradients.
+  virtual std::string final_report(int64_t) { return ""; }
+  // Whether run() fills StepResult::edits and labels (the CSV log then has a label_error_rate column).
+  virtual bool decodes_labels() const { return false; }
+};
+
+// Token accuracy of argmax(logits) on positions whose target is not kIgnore, added to r.
+void count_correct(const Tensor& logits, const Tensor& targets, StepResult& r);
+// Cross-entropy of logits [..., V] against targets [...], kIgnore positions left out.
+Tensor token_loss(const Tensor& logits, const Tensor& targets);
+
+std::unique_ptr<Job> make_copy_job(const TransformerConfig& c, const CopyTask& task);
+// Character-level LM on the file at `path` (datasets/text.h), windows of `len` bytes. With c.mem_len > 0
+// (Transformer-XL), training reads `batch` consecutive streams of segments with the memory carried over, and the
+// test split is scored both ways: consecutive segments with the memory, and windows without it.
+std::unique_ptr<Job> make_text_job(const TransformerConfig& c, const std::string& path, int64_t len);
+// Autoregressive pixels; bits/dim on the first `test_images` test images at the end, and a PNG of samples at
+// `samples` unless it is empty.
+std::unique_ptr<Job> make_pixel_job(const TransformerConfig& c, ImageSplits splits, int64_t test_images,
+                                    std::string samples);
+std::unique_ptr<Job> make_seq2seq_job(const TransformerConfig& c, const Seq2SeqTask& task);
+// Frames to phoneme labels with a FrameEncoder and CTC (c.vocab = task.classes(), c.encoder_layers the depth);
+// the label error rate on `test_utterances` fixed test utterances at the end.
+std::unique_ptr<Job> make_ctc_job(const TransformerConfig& c, const CTCTask& task, int64_t test_utterances);
+// Images cut into patch x patch tokens, a pooled FrameEncoder over the classes (c.vocab); accuracy on the first
+// `test_images` test images at the end.
+std::unique_ptr<Job> make_classify_job(const TransformerConfig& c, ImageSplits splits, int64_t patch,
+                                       int64_t test_images);
+
+}  // namespace eng::jobs

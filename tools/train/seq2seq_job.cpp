@@ -1,0 +1,50 @@
+// The encoder-decoder jobs: reverse and sort (datasets/seq2seq_tasks.h), scored by teacher-forced token accuracy
+// and by the exact match of greedy decoding.
+#include <cstdio>
+
+#include "tools/train/job.h"
+
+namespace eng::jobs {
+
+namespace {
+
+class Seq2SeqJob : public Job {
+ public:
+  Seq2SeqJob(const TransformerConfig& c, const Seq2SeqTask& task) : task_(task), model_(c) {}
+  Module& model() override { return model_; }
+  Rng& model_rng() override { return model_.rng(); }
+  StepResult run(int64_t batch, Rng& data) override {
+    Seq2SeqBatch b = task_.sample(batch, data);
+    Tensor logits = model_.forward(b.src, b.tgt_in, b.src_lengths);
+    StepResult r;
+    r.loss = token_loss(logits, b.tgt_out);
+    r.tokens = b.src.numel() + b.tgt_in.numel();
+    count_correct(logits, b.tgt_out, r);
+    return r;
+  }
+  std::string eval_extra(int64_t batch, Rng& data) override {
+    Seq2SeqBatch b = task_.sample(batch, data);
+    Tensor out = model_.greedy_decode(b.src, Seq2SeqTask::kBegin, b.tgt_out.size(1), b.src_lengths);
+    int64_t exact = 0;
+    for (int64_t i = 0; i < batch; ++i) {
+      bool ok = true;
+      for (int64_t t = 0; t <= b.src_lengths[size_t(i)]; ++t) ok = ok && out.at({i, t}) == b.tgt_out.at({i, t});
+      exact += ok;
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof buf, ", greedy exact match %.1f%%", 100.0 * double(exact) / double(batch));
+    return buf;
+  }
+
+ private:
+  Seq2SeqTask task_;
+  EncoderDecoder model_;
+};
+
+}  // namespace
+
+std::unique_ptr<Job> make_seq2seq_job(const TransformerConfig& c, const Seq2SeqTask& task) {
+  return std::make_unique<Seq2SeqJob>(c, task);
+}
+
+}  // namespace eng::jobs
