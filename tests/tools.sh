@@ -51,6 +51,12 @@ out=$(train text --data README.md --layers 1 --d-model 16 --heads 2 --seq-len 16
 check "train text --mem-len scores the test split with the memory" $?
 out=$(train text --data README.md --mem-len 16 --positional relative --resume x.ckpt --steps 1 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "train: --resume with --mem-len is not supported" <<<"$out"; check "--mem-len refuses --resume" $?
+# Masked character LM with attention that cannot be causal.
+out=$(train mlm --data README.md --layers 1 --d-model 16 --heads 2 --seq-len 32 --batch 4 --steps 4 \
+      --eval-every 4 --threads 2 --attention linformer 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -Eq "eval @ 4: loss [0-9.]+ \([0-9.]+ bits/masked char\)" <<<"$out" &&
+  grep -Eq "^test: [0-9.]+ bits per masked character over [0-9]+ masked characters" <<<"$out"
+check "train mlm with linformer reports bits per masked character" $?
 # adaptive-span trains with its span penalty added to the loss.
 out=$(train text --data README.md --layers 1 --d-model 16 --heads 2 --seq-len 16 --batch 4 --steps 4 \
       --eval-every 4 --threads 2 --attention adaptive-span 2>&1); rc=$?

@@ -117,15 +117,17 @@ std::string first_nonfinite_parameter(const Module& model) {
 int run(int argc, char** argv) {
   Cli cli("train", "Trains a transformer on a task: copy (decoder-only, the seed paper's 4.1.1 task),\n"
                    "reverse or sort (encoder-decoder), text (character-level LM on --data FILE),\n"
+                   "mlm (masked bytes of --data FILE, 15 % replaced by a mask token: a bidirectional encoder, bits per\n"
+                   "masked character; for attention that cannot be causal, e.g. linformer),\n"
                    "pixels (autoregressive Fashion-MNIST, or MNIST in --data DIR),\n"
                    "ctc (speech-like frames to phoneme labels: a bidirectional encoder, CTC loss in nats per utterance,\n"
                    "label error rate; its accuracy counts the utterances decoded exactly),\n"
                    "classify (Fashion-MNIST, or MNIST in --data DIR, as --patch x --patch patches: an encoder,\n"
                    "mean-pooled, 10 classes).\n"
                    "Usage: train TASK [flags]");
-  auto& task_name = cli.add_string("task", "copy", "copy, reverse, sort, text, pixels, ctc or classify (or the first "
-                                   "argument)");
-  auto& data_path = cli.add_string("data", "", "text: the corpus file (any bytes; split 90/5/5 in order); pixels, "
+  auto& task_name = cli.add_string("task", "copy", "copy, reverse, sort, text, mlm, pixels, ctc or classify (or the "
+                                   "first argument)");
+  auto& data_path = cli.add_string("data", "", "text, mlm: the corpus file (any bytes; split 90/5/5 in order); pixels, "
                                    "classify: an MNIST directory (default: the installed Fashion-MNIST)");
   auto& test_images = cli.add_int("test-images", 10000, "pixels, classify: test images scored at the end (bits/dim, "
                                   "accuracy)");
@@ -220,14 +222,15 @@ int run(int argc, char** argv) {
   c.reversible = reversible;
   c.seed = uint64_t(seed);
 
-  const std::vector<std::string> tasks{"copy", "reverse", "sort", "text", "pixels", "ctc", "classify"};
+  const std::vector<std::string> tasks{"copy", "reverse", "sort", "text", "mlm", "pixels", "ctc", "classify"};
   ENG_CHECK(std::find(tasks.begin(), tasks.end(), task_name) != tasks.end(), "train: unknown task '", task_name,
-            "' (copy, reverse, sort, text, pixels, ctc or classify)");
+            "' (copy, reverse, sort, text, mlm, pixels, ctc or classify)");
   // Task-specific flags given to another task would be silently ignored: refuse them.
   const std::vector<std::string> seq{"copy", "reverse", "sort"}, ctc{"ctc"};
   const std::vector<std::pair<std::string, std::vector<std::string>>> readers{
-      {"data", {"text", "pixels", "classify"}}, {"test-images", {"pixels", "classify"}}, {"samples", {"pixels"}},
-      {"patch", {"classify"}}, {"seq-len", {"copy", "reverse", "sort", "text"}}, {"symbols", seq},
+      {"data", {"text", "mlm", "pixels", "classify"}}, {"test-images", {"pixels", "classify"}},
+      {"samples", {"pixels"}}, {"patch", {"classify"}}, {"seq-len", {"copy", "reverse", "sort", "text", "mlm"}},
+      {"symbols", seq},
       {"fixed-length", seq}, {"encoder-layers", {"reverse", "sort"}}, {"phonemes", ctc}, {"features", ctc},
       {"noise", ctc}, {"min-labels", ctc}, {"max-labels", ctc}, {"min-duration", ctc}, {"max-duration", ctc},
       {"test-utterances", ctc}, {"mem-len", {"text"}}};
@@ -266,6 +269,13 @@ int run(int argc, char** argv) {
     ENG_CHECK(mem_len == 0 || resume.empty(), "train: --resume with --mem-len is not supported (the memory and the "
               "position in the streams are not in the checkpoint)");
     job = make_text_job(c, data_path, seq_len);
+  } else if (task_name == "mlm") {
+    ENG_CHECK(!data_path.empty(), "train: task mlm needs --data FILE (any text file, e.g. enwik8)");
+    c.vocab = TextCorpus::kVocab + 1;  // the bytes and the mask token
+    c.decoder_layers = 0;
+    c.encoder_layers = layers;
+    c.max_len = seq_len;
+    job = make_masked_text_job(c, data_path, seq_len);
   } else if (task_name == "pixels") {
     ImageSplits splits = load_mnist(locate_mnist(data_path));
     c.vocab = PixelTask::kVocab;

@@ -21,4 +21,13 @@ Tensor token_loss(const Tensor& logits, const Tensor& targets) {
   return cross_entropy(reshape(logits, {-1, logits.size(-1)}), reshape(targets, {-1}), kIgnore);
 }
 
+StepResult score_logits(const LanguageModel& model, const Tensor& logits, const LMBatch& b) {
+  StepResult r;
+  r.loss = token_loss(logits, b.targets);
+  r.tokens = b.inputs.numel();
+  count_correct(logits, b.targets, r);
+  if (model.training()) r.penalty = model.attention_penalty();
+  return r;
+}
+
 }  // namespace eng::jobs

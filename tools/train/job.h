@@ -1,7 +1,8 @@
 // The tasks of build/train, each a task and its model behind one interface, so that the training loop in
 // tools/train.cpp is the same for all. One file per family: lm_jobs.cpp (copy, text, pixels: decoder-only
-// models), seq2seq_job.cpp (reverse, sort: encoder-decoder), ctc_job.cpp (speech-like frames to labels with
-// CTC), classify_job.cpp (Fashion-MNIST classification over image patches).
+// models), mlm_job.cpp (masked text: encoder-only), seq2seq_job.cpp (reverse, sort: encoder-decoder),
+// ctc_job.cpp (speech-like frames to labels with CTC), classify_job.cpp (Fashion-MNIST classification over
+// image patches).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -48,6 +49,9 @@ class Job {
 void count_correct(const Tensor& logits, const Tensor& targets, StepResult& r);
 // Cross-entropy of logits [..., V] against targets [...], kIgnore positions left out.
 Tensor token_loss(const Tensor& logits, const Tensor& targets);
+// Loss and accuracy of a language model's logits [B, L, V] on the batch's targets; in training, the attention's
+// own loss terms (adaptive-span's span penalty) as the penalty.
+StepResult score_logits(const LanguageModel& model, const Tensor& logits, const LMBatch& b);
 
 std::unique_ptr<Job> make_copy_job(const TransformerConfig& c, const CopyTask& task);
 // Character-level LM on the file at `path` (datasets/text.h), windows of `len` bytes. With c.mem_len > 0
@@ -56,6 +60,9 @@ std::unique_ptr<Job> make_copy_job(const TransformerConfig& c, const CopyTask& t
 std::unique_ptr<Job> make_text_job(const TransformerConfig& c, const std::string& path, int64_t len);
 // Autoregressive pixels; bits/dim on the first `test_images` test images at the end, and a PNG of samples at
 // `samples` unless it is empty.
+// Masked character LM (BERT's objective on bytes; mlm_job.cpp) on the file at `path`: a bidirectional model,
+// bits per masked character; the task for attention that cannot be causal (linformer).
+std::unique_ptr<Job> make_masked_text_job(const TransformerConfig& c, const std::string& path, int64_t len);
 std::unique_ptr<Job> make_pixel_job(const TransformerConfig& c, ImageSplits splits, int64_t test_images,
                                     std::string samples);
 std::unique_ptr<Job> make_seq2seq_job(const TransformerConfig& c, const Seq2SeqTask& task);

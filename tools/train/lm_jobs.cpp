@@ -19,17 +19,6 @@ namespace eng::jobs {
 
 namespace {
 
-// Loss and accuracy of a decoder-only model on one batch of next-token targets, from its logits; in training,
-// the attention's own loss terms (adaptive-span's span penalty) as the penalty.
-StepResult score_logits(const LanguageModel& model, const Tensor& logits, const LMBatch& b) {
-  StepResult r;
-  r.loss = token_loss(logits, b.targets);
-  r.tokens = b.inputs.numel();
-  count_correct(logits, b.targets, r);
-  if (model.training()) r.penalty = model.attention_penalty();
-  return r;
-}
-
 StepResult score_lm(const LanguageModel& model, const LMBatch& b) {
   return score_logits(model, model.forward(b.inputs), b);
 }

@@ -1,0 +1,95 @@
+// Masked character language modelling (BERT's objective, Devlin et al. 2019, at the byte level), the task with
+// which Linformer (Wang et al. 2020 §5) evaluates its bidirectional attention: a causal LM cannot use attention
+// that mixes future positions, a masked one can. Every byte of a window is masked with probability 15 % (at
+// least one per window), replaced by the token 256; the bidirectional model predicts the original bytes at the
+// masked positions only, and the loss is reported in bits per masked character. Simplification: every chosen
+// byte becomes the mask token (BERT also keeps 10 % and randomises 10 %).
+#include <cmath>
+#include <cstdio>
+
+#include "datasets/text.h"
+#include "engine/autograd.h"
+#include "tools/train/job.h"
+
+namespace eng::jobs {
+
+namespace {
+
+constexpr int64_t kMask = TextCorpus::kVocab;  // 256, the extra input token
+constexpr double kMaskRate = 0.15;
+
+// The windows' input bytes with kMaskRate of them replaced by kMask; targets are the original bytes there and
+// kIgnore elsewhere.
+LMBatch mask_bytes(const LMBatch& windows, Rng& rng) {
+  const int64_t B = windows.inputs.size(0), L = windows.inputs.size(1);
+  LMBatch b{windows.inputs.contiguous().clone(), full({B, L}, double(kIgnore), DType::I64)};
+  int64_t* in = b.inputs.data<int64_t>();
+  int64_t* tg = b.targets.data<int64_t>();
+  for (int64_t i = 0; i < B; ++i) {
+    int64_t masked = 0;
+    for (int64_t t = 0; t < L; ++t)
+      if (rng.uniform() < kMaskRate) {
+        tg[i * L + t] = in[i * L + t], in[i * L + t] = kMask;
+        ++masked;
+      }
+    if (masked == 0) {  // every window predicts something, so that no batch has an empty loss
+      const int64_t t = int64_t(rng.below(uint64_t(L)));
+      tg[i * L + t] = in[i * L + t], in[i * L + t] = kMask;
+    }
+  }
+  return b;
+}
+
+class MaskedTextJob : public Job {
+ public:
+  MaskedTextJob(const TransformerConfig& c, const std::string& path, int64_t len)
+      : corpus_(path), len_(len), model_(c, false) {}
+  Module& model() override { return model_; }
+  Rng& model_rng() override { return model_.rng(); }
+  StepResult run(int64_t batch, Rng& data) override {
+    const LMBatch w = corpus_.sample(model_.training() ? TextSplit::Train : TextSplit::Valid, batch, len_, data);
+    return score(mask_bytes(w, data));
+  }
+  std::string loss_in_units(double loss) const override {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, " (%.3f bits/masked char)", loss / std::log(2.0));
+    return buf;
+  }
+  // Every window of the test split, masked by a fixed generator (the same masks for every model and seed).
+  std::string final_report(int64_t batch) override {
+    NoGradGuard no_grad;
+    model_.eval();
+    Rng masks(2027);
+    const int64_t windows = corpus_.num_windows(TextSplit::Test, len_);
+    double nats = 0;
+    int64_t chars = 0;
+    for (int64_t first = 0; first < windows; first += batch) {
+      const LMBatch b = mask_bytes(corpus_.windows(TextSplit::Test, first, std::min(batch, windows - first), len_),
+                                   masks);
+      const StepResult r = score(b);
+      nats += r.loss.item() * double(r.counted);
+      chars += r.counted;
+    }
+    model_.train();
+    if (chars == 0) return "test split shorter than one window";
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "test: %.4f bits per masked character over %lld masked characters",
+                  nats / double(chars) / std::log(2.0), (long long)chars);
+    return buf;
+  }
+
+ private:
+  StepResult score(const LMBatch& b) { return score_logits(model_, model_.forward(b.inputs), b); }
+
+  TextCorpus corpus_;
+  int64_t len_;
+  LanguageModel model_;
+};
+
+}  // namespace
+
+std::unique_ptr<Job> make_masked_text_job(const TransformerConfig& c, const std::string& path, int64_t len) {
+  return std::make_unique<MaskedTextJob>(c, path, len);
+}
+
+}  // namespace eng::jobs
