@@ -188,7 +188,8 @@ Tensor aft_weighted(const Tensor& k, const Tensor& v, const Tensor& w, const Aft
     // depend on the thread count.
     std::vector<double> dk(P->k.size(), 0.0), dv(P->k.size(), 0.0), dw_parts(size_t(BH) * nw, 0.0), dw(nw, 0.0);
     parallel_for(0, BH, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t bh = lo; bh < hi; ++bh) backward_rows(*P, bh / P->H, bh % P->H, gv, dk, dv, &dw_parts[size_t(bh) * nw]);
+      for (int64_t bh = lo; bh < hi; ++bh)
+        backward_rows(*P, bh / P->H, bh % P->H, gv, dk, dv, dw_parts.data() + size_t(bh) * nw);  // nw may be 0
     });
     for (int64_t bh = 0; bh < BH; ++bh)
       for (size_t e = 0; e < nw; ++e) dw[e] += dw_parts[size_t(bh) * nw + e];
