@@ -333,7 +333,7 @@ Tensor LanguageModel::forward(const Tensor& ids, const std::vector<int64_t>& len
   return head.forward(x);
 }
 
-Tensor LanguageModel::attention_penalty() const {
+Tensor attention_penalty(const std::vector<std::unique_ptr<EncoderLayer>>& layers) {
   Tensor total;
   for (const auto& layer : layers) {
     const Tensor p = layer->self_attn.mechanism().penalty();

@@ -119,6 +119,10 @@ class TokenEmbedding : public Module {
   Dropout drop_;
 };
 
+// The sum of the layers' attention loss terms (Attention::penalty, e.g. adaptive-span's span penalty), undefined
+// when no layer has one.
+Tensor attention_penalty(const std::vector<std::unique_ptr<EncoderLayer>>& layers);
+
 // Decoder-only language model (causal), or encoder-only (bidirectional) when built with causal = false.
 class LanguageModel : public Module {
   TransformerConfig cfg_;  // declared first: the layers below are built from them
@@ -148,9 +152,7 @@ class LanguageModel : public Module {
 
   const TransformerConfig& config() const { return cfg_; }
   Rng& rng() { return rng_; }
-  // The sum of the attention mechanisms' loss terms (Attention::penalty, e.g. adaptive-span's), undefined when
-  // no layer has one.
-  Tensor attention_penalty() const;
+  Tensor attention_penalty() const { return eng::attention_penalty(layers); }
 
   TokenEmbedding embed;
   std::vector<std::unique_ptr<EncoderLayer>> layers;

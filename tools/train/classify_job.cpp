@@ -57,6 +57,7 @@ class ClassifyJob : public Job {
     const Tensor logits = model_.forward_pooled(tokens);
     StepResult r;
     r.loss = token_loss(logits, b.labels);
+    if (model_.training()) r.penalty = attention_penalty(model_.layers);
     r.tokens = tokens.size(0) * tokens.size(1);
     count_correct(logits, b.labels, r);
     return r;

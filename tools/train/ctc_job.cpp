@@ -58,6 +58,7 @@ class CTCJob : public Job {
     const Tensor logits = model_.forward(b.frames, b.frame_lengths);
     StepResult r;
     r.loss = ctc_loss(log_softmax(logits, -1), b.labels, b.frame_lengths, b.label_lengths);
+    if (model_.training()) r.penalty = attention_penalty(model_.layers);
     const LabelSeqs hyp = ctc_greedy_decode(logits, b.frame_lengths), ref = unpad_labels(b.labels, b.label_lengths);
     for (size_t i = 0; i < ref.size(); ++i) {
       const int64_t e = edit_distance(hyp[i], ref[i]);
