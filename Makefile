@@ -57,6 +57,15 @@ $(BUILD)/obj/%.o: %.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
+# The SIMD kernel tables (engine/vec_kernels_*.cpp) are the only files built for an instruction set beyond
+# baseline x86-64; the dispatch runs each only where the CPU has it. Not on ARM, where NEON is baseline.
+ifeq ($(findstring aarch64,$(CXX)),)
+VEC_AVX2_FLAGS := -mavx2 -mfma
+VEC_AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx2 -mfma
+$(BUILD)/obj/engine/vec_kernels_avx2.o: CXXFLAGS += $(VEC_AVX2_FLAGS)
+$(BUILD)/obj/engine/vec_kernels_avx512.o: CXXFLAGS += $(VEC_AVX512_FLAGS)
+endif
+
 $(BUILD)/libengine.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -141,6 +150,8 @@ FUZZ_MAIN_OBJ := $(FUZZ_DIR)/obj/tests/fuzz/targets.o
 $(FUZZ_DIR)/obj/%.o: %.cpp
 	@mkdir -p $(dir $@)
 	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+$(FUZZ_DIR)/obj/engine/vec_kernels_avx2.o: FUZZ_FLAGS += $(VEC_AVX2_FLAGS)
+$(FUZZ_DIR)/obj/engine/vec_kernels_avx512.o: FUZZ_FLAGS += $(VEC_AVX512_FLAGS)
 $(FUZZ_DIR)/libfuzzdeps.a: $(FUZZ_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

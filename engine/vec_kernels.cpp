@@ -1,0 +1,30 @@
+// Picks the kernel table of engine/vec_kernels.h for the CPU (capped by ENG_CPU).
+#include "engine/vec_kernels.h"
+
+namespace eng {
+
+const VecKernels& scalar_vec_kernels();
+#if defined(__x86_64__)
+const VecKernels& avx2_vec_kernels();
+const VecKernels& avx512_vec_kernels();
+#elif defined(__aarch64__)
+const VecKernels& neon_vec_kernels();
+#endif
+
+const VecKernels& vec_kernels_for(SimdLevel level) {
+#if defined(__x86_64__)
+  const CpuFeatures& f = cpu_features();
+  if (level == SimdLevel::Avx512 && f.avx512f && f.avx512bw && f.avx512vl && f.fma) return avx512_vec_kernels();
+  if (level >= SimdLevel::Avx2 && f.avx2 && f.fma) return avx2_vec_kernels();
+#elif defined(__aarch64__)
+  if (level >= SimdLevel::Neon) return neon_vec_kernels();
+#endif
+  return scalar_vec_kernels();
+}
+
+const VecKernels& vec_kernels() {
+  static const VecKernels& k = vec_kernels_for(simd_level());
+  return k;
+}
+
+}  // namespace eng

@@ -1,0 +1,235 @@
+// The scalar reference of every f32 kernel in engine/vec_kernels.h: plain loops over the std:: functions,
+// with sums and statistics in double. The SIMD versions are tested against these; ENG_CPU=scalar runs them.
+#include <cmath>
+#include <limits>
+
+#include "engine/vec_kernels.h"
+
+namespace eng {
+namespace {
+
+constexpr double kSqrt1_2 = 0.70710678118654752440;      // 1 / sqrt(2)
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1 / sqrt(2 pi)
+constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2 / pi)
+constexpr double kGeluCubic = 0.044715;
+
+double sigmoid_d(double x) { return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x)); }
+
+void exp_ref(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
+}
+void log_ref(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::log(x[i]);
+}
+void tanh_ref(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+}
+void sigmoid_ref(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = float(sigmoid_d(x[i]));
+}
+void silu_ref(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = float(x[i] * sigmoid_d(x[i]));
+}
+void gelu_tanh_ref(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    // 0.5 x (1 + tanh u) = x / (1 + e^{-2u}): the tanh form cancels to nothing in the lower tail
+    y[i] = float(v / (1 + std::exp(-2 * kSqrt2OverPi * (v + kGeluCubic * v * v * v))));
+  }
+}
+void gelu_erf_ref(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = float(0.5 * x[i] * (1 + std::erf(x[i] * kSqrt1_2)));
+}
+void elu_ref(const float* x, float* y, int64_t n, float alpha) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] : float(alpha * std::expm1(double(x[i])));
+}
+
+// with u = k (x + c x^3), t = tanh(u): d/dx = (1 + t) / 2 + x (1 - t^2) k (1 + 3 c x^2) / 2
+void gelu_tanh_backward_ref(const float* g, const float* x, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i], t = std::tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
+    const double du = kSqrt2OverPi * (1 + 3 * kGeluCubic * v * v);
+    dx[i] = float(g[i] * 0.5 * ((1 + t) + v * (1 - t * t) * du));
+  }
+}
+// d/dx = Phi(x) + x phi(x)
+void gelu_erf_backward_ref(const float* g, const float* x, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    dx[i] = float(g[i] * (0.5 * (1 + std::erf(v * kSqrt1_2)) + v * kInvSqrt2Pi * std::exp(-0.5 * v * v)));
+  }
+}
+void elu_backward_ref(const float* g, const float* x, float* dx, int64_t n, float alpha) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = x[i] > 0 ? g[i] : float(g[i] * double(alpha) * std::exp(double(x[i])));
+}
+// d/dx x s(x) = s (1 + x (1 - s))
+void silu_backward_ref(const float* g, const float* x, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double s = sigmoid_d(x[i]);
+    dx[i] = float(g[i] * s * (1 + x[i] * (1 - s)));
+  }
+}
+
+void add_ref(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+void sub_ref(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] - b[i];
+}
+void mul_ref(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
+}
+void div_ref(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] / b[i];
+}
+
+float sum_ref(const float* x, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += x[i];
+  return float(s);
+}
+float max_ref(const float* x, int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(x[i])) return x[i];
+    if (x[i] > m) m = x[i];
+  }
+  return m;
+}
+float dot_ref(const float* a, const float* b, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += double(a[i]) * double(b[i]);
+  return float(s);
+}
+
+template <bool Log>
+void softmax_row_ref(const float* x, float* y, int64_t n) {
+  const float m = max_ref(x, n), inf = std::numeric_limits<float>::infinity();
+  if (std::isnan(m) || m == -inf) {
+    for (int64_t k = 0; k < n; ++k) y[k] = std::isnan(m) ? m : Log ? -inf : 0.f;
+    return;
+  }
+  double total = 0;
+  for (int64_t k = 0; k < n; ++k) total += std::exp(double(x[k]) - m);
+  // (x - m) first: adding log(total) to a large m would round it away
+  const double log_total = std::log(total);
+  for (int64_t k = 0; k < n; ++k)
+    y[k] = Log ? float((double(x[k]) - m) - log_total) : float(std::exp(double(x[k]) - m) / total);
+}
+void softmax_backward_row_ref(const float* y, const float* g, float* dx, int64_t n) {
+  double t = 0;
+  for (int64_t k = 0; k < n; ++k) t += double(g[k]) * double(y[k]);
+  for (int64_t k = 0; k < n; ++k) dx[k] = float(double(y[k]) * (double(g[k]) - t));
+}
+void log_softmax_backward_row_ref(const float* y, const float* g, float* dx, int64_t n) {
+  double t = 0;
+  for (int64_t k = 0; k < n; ++k) t += g[k];
+  for (int64_t k = 0; k < n; ++k) dx[k] = float(double(g[k]) - std::exp(double(y[k])) * t);
+}
+
+void norm_row_ref(const float* x, const float* w, const float* b, float* y, int64_t c, float eps, float* mean,
+                  float* rstd) {
+  double mu = 0, var = 0;
+  if (mean) {
+    for (int64_t j = 0; j < c; ++j) mu += x[j];
+    mu /= double(c);
+  }
+  for (int64_t j = 0; j < c; ++j) var += (x[j] - mu) * (x[j] - mu);
+  const double rs = 1 / std::sqrt(var / double(c) + eps);
+  for (int64_t j = 0; j < c; ++j) {
+    double v = (x[j] - mu) * rs;
+    if (w) v *= w[j];
+    if (b) v += b[j];
+    y[j] = float(v);
+  }
+  if (mean) *mean = float(mu);
+  *rstd = float(rs);
+}
+void norm_backward_row_ref(const float* x, const float* w, const float* mean, float rstd, const float* g, float* dx,
+                           int64_t c) {
+  const double mu = mean ? *mean : 0.0;
+  double dn_mean = 0, dn_xhat_mean = 0;
+  for (int64_t j = 0; j < c; ++j) {
+    const double dn = double(g[j]) * (w ? w[j] : 1.0);
+    dn_mean += dn;
+    dn_xhat_mean += dn * (x[j] - mu) * rstd;
+  }
+  dn_mean = mean ? dn_mean / double(c) : 0.0;
+  dn_xhat_mean /= double(c);
+  for (int64_t j = 0; j < c; ++j) {
+    const double dn = double(g[j]) * (w ? w[j] : 1.0);
+    dx[j] = float(rstd * (dn - dn_mean - (x[j] - mu) * rstd * dn_xhat_mean));
+  }
+}
+void norm_param_grad_row_ref(const float* x, float mu, float rstd, const float* g, float* dw, float* db, int64_t c) {
+  for (int64_t j = 0; j < c; ++j) {
+    dw[j] += g[j] * ((x[j] - mu) * rstd);
+    if (db) db[j] += g[j];
+  }
+}
+
+float cross_entropy_row_ref(const float* x, int64_t c, int64_t t, float on, float uniform, float* lse) {
+  double mx = x[0], sum = 0, total = 0;
+  for (int64_t j = 1; j < c; ++j) mx = std::fmax(mx, x[j]);
+  for (int64_t j = 0; j < c; ++j) {
+    sum += std::exp(x[j] - mx);
+    total += x[j];
+  }
+  const double l = mx + std::log(sum);
+  *lse = float(l);
+  return float(l - double(on) * x[t] - double(uniform) * total);
+}
+void cross_entropy_backward_row_ref(const float* x, int64_t c, int64_t t, float lse, float on, float uniform,
+                                    float scale, float* gx) {
+  for (int64_t j = 0; j < c; ++j) gx[j] = float((std::exp(double(x[j]) - lse) - uniform) * scale);
+  gx[t] -= on * scale;
+}
+
+void adam_ref(float* p, const float* g, float* m, float* v, int64_t n, const AdamStep& s) {
+  for (int64_t k = 0; k < n; ++k) {
+    const double pk = double(p[k]) * s.decay, gk = g[k] + double(s.l2) * pk;
+    const double mk = s.b1 * double(m[k]) + (1 - double(s.b1)) * gk;
+    const double vk = s.b2 * double(v[k]) + (1 - double(s.b2)) * gk * gk;
+    m[k] = float(mk);
+    v[k] = float(vk);
+    p[k] = float(pk - double(s.step) * (s.adaptive ? mk / (std::sqrt(vk) * s.vscale + s.eps) : mk));
+  }
+}
+
+}  // namespace
+
+const VecKernels& scalar_vec_kernels() {
+  static const VecKernels k{"scalar",
+                            exp_ref,
+                            log_ref,
+                            tanh_ref,
+                            sigmoid_ref,
+                            silu_ref,
+                            gelu_tanh_ref,
+                            gelu_erf_ref,
+                            elu_ref,
+                            gelu_tanh_backward_ref,
+                            gelu_erf_backward_ref,
+                            elu_backward_ref,
+                            silu_backward_ref,
+                            add_ref,
+                            sub_ref,
+                            mul_ref,
+                            div_ref,
+                            sum_ref,
+                            max_ref,
+                            dot_ref,
+                            softmax_row_ref<false>,
+                            softmax_row_ref<true>,
+                            softmax_backward_row_ref,
+                            log_softmax_backward_row_ref,
+                            norm_row_ref,
+                            norm_backward_row_ref,
+                            norm_param_grad_row_ref,
+                            cross_entropy_row_ref,
+                            cross_entropy_backward_row_ref,
+                            adam_ref};
+  return k;
+}
+
+}  // namespace eng

@@ -1,0 +1,434 @@
+// The SIMD body of every f32 kernel in engine/vec_kernels.h, written once over a vector type V that the
+// including file defines (engine/vec_kernels_{avx2,avx512,neon}.cpp, each compiled for its instruction set).
+// V gives: R (register of W floats), M (lane mask), load/store/set, add/sub/mul/div/min/max/sqrt/abs,
+// fma(a, b, c) = a b + c, fnma(a, b, c) = c - a b, round (to nearest), lt/le/gt/isnan -> M, select(m, a, b),
+// isinf_pos, mask_or, any, pow2i(n) = 2^n for integral n in [-126, 127], frexp(x, e) = mantissa in [1, 2) with e the
+// exponent (positive normal x), copysign, hsum, hmax, first.
+//
+// Everything here is in an anonymous namespace on purpose: each including file has its own copy, compiled
+// for its own target, and no inline function is shared between files built with different flags (the
+// linker could otherwise keep an AVX-512 copy for the whole program). For the same reason this file uses
+// no standard-library function.
+#pragma once
+#include <cstdint>
+
+#include "engine/vec_kernels.h"
+
+namespace eng {
+namespace {
+
+using R = V::R;
+using M = V::M;
+constexpr int64_t W = V::W;
+
+// ---- math on registers ----
+
+// e^r - 1 - r on |r| <= ln2 / 2, as r^2 p(r) (Cephes expf's minimax polynomial).
+R expm1_core(R r) {
+  R p = V::set(1.9875691500e-4f);
+  p = V::fma(p, r, V::set(1.3981999507e-3f));
+  p = V::fma(p, r, V::set(8.3334519073e-3f));
+  p = V::fma(p, r, V::set(4.1665795894e-2f));
+  p = V::fma(p, r, V::set(1.6666665459e-1f));
+  p = V::fma(p, r, V::set(5.0000001201e-1f));
+  return V::mul(V::mul(r, r), p);
+}
+
+// x = n ln2 + r with |r| <= ln2 / 2 (Cody–Waite: ln2 in two parts, the high one exact in a product).
+R reduce_ln2(R x, R& n) {
+  n = V::round(V::mul(x, V::set(1.44269504088896341f)));
+  R r = V::fnma(n, V::set(0.693359375f), x);
+  return V::fnma(n, V::set(-2.12194440e-4f), r);
+}
+
+// e^x; 0 below -87.3 (no denormals), +inf above 88.72, NaN stays NaN. 2^n is applied as two exact
+// factors, so that n = 128 (just below the overflow) needs no exponent field beyond 127.
+R vexp(R x) {
+  const R xc = V::min(V::max(x, V::set(-87.3f)), V::set(88.7228f));
+  R n;
+  const R r = reduce_ln2(xc, n);
+  const R h = V::round(V::mul(n, V::set(0.5f)));
+  const R p = V::add(V::add(expm1_core(r), r), V::set(1.f));
+  R y = V::mul(V::mul(p, V::pow2i(h)), V::pow2i(V::sub(n, h)));
+  y = V::select(V::lt(x, V::set(-87.3f)), V::set(0.f), y);
+  y = V::select(V::gt(x, V::set(88.7228f)), V::set(__builtin_inff()), y);
+  return V::select(V::isnan(x), x, y);
+}
+
+// e^x - 1 = 2^n (1 + q) - 1 = 2^n q + (2^n - 1) with q = e^r - 1: relative accuracy near 0, where
+// n = 0 and the result is q itself. -1 below -88, NaN stays NaN; x > 88.3 is clamped (callers stay below).
+R vexpm1(R x) {
+  const R xc = V::min(V::max(x, V::set(-88.f)), V::set(88.3f));
+  R n;
+  const R r = reduce_ln2(xc, n);
+  const R q = V::add(expm1_core(r), r);
+  const R s = V::pow2i(n);
+  const R y = V::fma(s, q, V::sub(s, V::set(1.f)));
+  return V::select(V::isnan(x), x, y);
+}
+
+// log x (Cephes logf): x = m 2^e with m in [sqrt(1/2), sqrt(2)), log m by a minimax polynomial in m - 1.
+// Denormals are scaled up first; 0 gives -inf, negatives NaN, +inf stays +inf.
+R vlog(R x) {
+  const M tiny = V::lt(x, V::set(1.17549435e-38f));
+  R xs = V::select(tiny, V::mul(x, V::set(8388608.f)), x);
+  R e;
+  R m = V::frexp(xs, e);
+  e = V::select(tiny, V::sub(e, V::set(23.f)), e);
+  const M big = V::gt(m, V::set(1.41421356f));
+  m = V::select(big, V::mul(m, V::set(0.5f)), m);
+  e = V::select(big, V::add(e, V::set(1.f)), e);
+  const R f = V::sub(m, V::set(1.f)), z = V::mul(f, f);
+  R p = V::set(7.0376836292e-2f);
+  p = V::fma(p, f, V::set(-1.1514610310e-1f));
+  p = V::fma(p, f, V::set(1.1676998740e-1f));
+  p = V::fma(p, f, V::set(-1.2420140846e-1f));
+  p = V::fma(p, f, V::set(1.4249322787e-1f));
+  p = V::fma(p, f, V::set(-1.6668057665e-1f));
+  p = V::fma(p, f, V::set(2.0000714765e-1f));
+  p = V::fma(p, f, V::set(-2.4999993993e-1f));
+  p = V::fma(p, f, V::set(3.3333331174e-1f));
+  R y = V::mul(V::mul(p, f), z);
+  y = V::fma(e, V::set(-2.12194440e-4f), y);
+  y = V::fnma(V::set(0.5f), z, y);
+  y = V::add(f, y);
+  y = V::fma(e, V::set(0.693359375f), y);
+  y = V::select(V::le(x, V::set(0.f)), V::set(-__builtin_inff()), y);
+  y = V::select(V::lt(x, V::set(0.f)), V::set(__builtin_nanf("")), y);
+  y = V::select(V::isinf_pos(x), x, y);
+  return V::select(V::isnan(x), x, y);
+}
+
+// tanh x = -e / (e + 2) with e = expm1(-2|x|), sign restored: no overflow, relative accuracy near 0.
+R vtanh(R x) {
+  const R e = vexpm1(V::mul(V::abs(x), V::set(-2.f)));
+  return V::copysign(V::div(V::mul(e, V::set(-1.f)), V::add(e, V::set(2.f))), x);
+}
+
+// 1 / (1 + e^-x): e^-x is +inf (giving 0) rather than overflowing to NaN.
+R vsigmoid(R x) { return V::div(V::set(1.f), V::add(V::set(1.f), vexp(V::mul(x, V::set(-1.f))))); }
+
+// erfc |z| by Abramowitz & Stegun 7.1.26 (1.5e-7 absolute): t = 1 / (1 + p|z|), erfc = t P(t) e^{-z^2}.
+R verfc_abs(R z) {
+  const R a = V::abs(z);
+  const R t = V::div(V::set(1.f), V::fma(a, V::set(0.3275911f), V::set(1.f)));
+  R p = V::set(1.061405429f);
+  p = V::fma(p, t, V::set(-1.453152027f));
+  p = V::fma(p, t, V::set(1.421413741f));
+  p = V::fma(p, t, V::set(-0.284496736f));
+  p = V::fma(p, t, V::set(0.254829592f));
+  return V::mul(V::mul(p, t), vexp(V::mul(V::mul(a, a), V::set(-1.f))));
+}
+
+// Phi(x) = (1 + erf(x / sqrt 2)) / 2, from erfc so that the lower tail keeps its relative accuracy.
+R vnormal_cdf(R x) {
+  const R c = V::mul(verfc_abs(V::mul(x, V::set(0.70710678118654752f))), V::set(0.5f));
+  return V::select(V::lt(x, V::set(0.f)), c, V::sub(V::set(1.f), c));
+}
+
+constexpr float kSqrt2OverPi = 0.79788456080286535588f, kGeluCubic = 0.044715f;
+constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
+
+// gelu_tanh: 0.5 x (1 + tanh u) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3).
+R gelu_tanh_u2(R x) {
+  const R x2 = V::mul(x, x);
+  return V::mul(V::mul(x, V::fma(x2, V::set(kGeluCubic), V::set(1.f))), V::set(2 * kSqrt2OverPi));
+}
+
+// ---- loops ----
+
+// Loads the n < W floats at p into a register padded with `fill`.
+R load_tail(const float* p, int64_t n, float fill) {
+  float buf[W];
+  for (int64_t i = 0; i < W; ++i) buf[i] = i < n ? p[i] : fill;
+  return V::load(buf);
+}
+void store_tail(float* p, R x, int64_t n) {
+  float buf[W];
+  V::store(buf, x);
+  for (int64_t i = 0; i < n; ++i) p[i] = buf[i];
+}
+
+template <class F>
+void map1(const float* x, float* y, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + W <= n; i += W) V::store(y + i, f(V::load(x + i)));
+  if (i < n) store_tail(y + i, f(load_tail(x + i, n - i, 0.f)), n - i);
+}
+template <class F>
+void map2(const float* a, const float* b, float* y, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + W <= n; i += W) V::store(y + i, f(V::load(a + i), V::load(b + i)));
+  if (i < n) store_tail(y + i, f(load_tail(a + i, n - i, 0.f), load_tail(b + i, n - i, 1.f)), n - i);
+}
+// sum over i of f(a_i, b_i) with W lanes, padded with fa and fb (chosen so f(fa, fb) = 0)
+template <class F>
+float reduce_sum(const float* a, const float* b, int64_t n, float fa, float fb, F f) {
+  R acc0 = V::set(0.f), acc1 = V::set(0.f);
+  int64_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    acc0 = V::add(acc0, f(V::load(a + i), V::load(b + i)));
+    acc1 = V::add(acc1, f(V::load(a + i + W), V::load(b + i + W)));
+  }
+  for (; i + W <= n; i += W) acc0 = V::add(acc0, f(V::load(a + i), V::load(b + i)));
+  if (i < n) acc1 = V::add(acc1, f(load_tail(a + i, n - i, fa), load_tail(b + i, n - i, fb)));
+  return V::hsum(V::add(acc0, acc1));
+}
+
+void exp_k(const float* x, float* y, int64_t n) { map1(x, y, n, vexp); }
+void log_k(const float* x, float* y, int64_t n) { map1(x, y, n, vlog); }
+void tanh_k(const float* x, float* y, int64_t n) { map1(x, y, n, vtanh); }
+void sigmoid_k(const float* x, float* y, int64_t n) { map1(x, y, n, vsigmoid); }
+void silu_k(const float* x, float* y, int64_t n) {
+  map1(x, y, n, [](R v) { return V::mul(v, vsigmoid(v)); });
+}
+void gelu_tanh_k(const float* x, float* y, int64_t n) {
+  map1(x, y, n, [](R v) { return V::mul(v, vsigmoid(gelu_tanh_u2(v))); });
+}
+void gelu_erf_k(const float* x, float* y, int64_t n) {
+  map1(x, y, n, [](R v) { return V::mul(v, vnormal_cdf(v)); });
+}
+void elu_k(const float* x, float* y, int64_t n, float alpha) {
+  const R a = V::set(alpha);
+  map1(x, y, n, [a](R v) { return V::select(V::gt(v, V::set(0.f)), v, V::mul(a, vexpm1(v))); });
+}
+
+// d/dx x s(2u) = s + 2 x s (1 - s) u', u' = sqrt(2/pi) (1 + 3 c x^2)
+void gelu_tanh_backward_k(const float* g, const float* x, float* dx, int64_t n) {
+  map2(g, x, dx, n, [](R gi, R v) {
+    const R s = vsigmoid(gelu_tanh_u2(v));
+    const R du2 = V::mul(V::fma(V::mul(v, v), V::set(3 * kGeluCubic), V::set(1.f)), V::set(2 * kSqrt2OverPi));
+    const R d = V::fma(V::mul(V::mul(v, s), V::sub(V::set(1.f), s)), du2, s);
+    return V::mul(gi, d);
+  });
+}
+// d/dx = Phi(x) + x phi(x)
+void gelu_erf_backward_k(const float* g, const float* x, float* dx, int64_t n) {
+  map2(g, x, dx, n, [](R gi, R v) {
+    const R pdf = V::mul(vexp(V::mul(V::mul(v, v), V::set(-0.5f))), V::set(kInvSqrt2Pi));
+    return V::mul(gi, V::fma(v, pdf, vnormal_cdf(v)));
+  });
+}
+void elu_backward_k(const float* g, const float* x, float* dx, int64_t n, float alpha) {
+  const R a = V::set(alpha);
+  map2(g, x, dx, n, [a](R gi, R v) { return V::select(V::gt(v, V::set(0.f)), gi, V::mul(V::mul(gi, a), vexp(v))); });
+}
+// d/dx x s(x) = s (1 + x (1 - s))
+void silu_backward_k(const float* g, const float* x, float* dx, int64_t n) {
+  map2(g, x, dx, n, [](R gi, R v) {
+    const R s = vsigmoid(v);
+    return V::mul(V::mul(gi, s), V::fma(v, V::sub(V::set(1.f), s), V::set(1.f)));
+  });
+}
+
+void add_k(const float* a, const float* b, float* y, int64_t n) { map2(a, b, y, n, V::add); }
+void sub_k(const float* a, const float* b, float* y, int64_t n) { map2(a, b, y, n, V::sub); }
+void mul_k(const float* a, const float* b, float* y, int64_t n) { map2(a, b, y, n, V::mul); }
+void div_k(const float* a, const float* b, float* y, int64_t n) { map2(a, b, y, n, V::div); }
+
+float sum_k(const float* x, int64_t n) {
+  return reduce_sum(x, x, n, 0.f, 0.f, [](R a, R) { return a; });
+}
+float dot_k(const float* a, const float* b, int64_t n) { return reduce_sum(a, b, n, 0.f, 0.f, V::mul); }
+float max_k(const float* x, int64_t n) {
+  R m = V::set(-__builtin_inff());
+  M nan = V::isnan(m);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    const R v = V::load(x + i);
+    nan = V::mask_or(nan, V::isnan(v));
+    m = V::max(m, v);
+  }
+  if (i < n) {
+    const R v = load_tail(x + i, n - i, -__builtin_inff());
+    nan = V::mask_or(nan, V::isnan(v));
+    m = V::max(m, v);
+  }
+  return V::any(nan) ? __builtin_nanf("") : V::hmax(m);
+}
+
+// Fills a row whose maximum is NaN or -inf; false if the row is ordinary.
+bool special_row(float m, float* y, int64_t n, float neg_inf_fill) {
+  if (m == m && m != -__builtin_inff()) return false;
+  const float fill = m == m ? neg_inf_fill : m;
+  for (int64_t k = 0; k < n; ++k) y[k] = fill;
+  return true;
+}
+
+void softmax_row_k(const float* x, float* y, int64_t n) {
+  const float mx = max_k(x, n);
+  if (special_row(mx, y, n, 0.f)) return;
+  const R m = V::set(mx);
+  R acc = V::set(0.f);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    const R e = vexp(V::sub(V::load(x + i), m));
+    V::store(y + i, e);
+    acc = V::add(acc, e);
+  }
+  if (i < n) {
+    const R e = vexp(V::sub(load_tail(x + i, n - i, -__builtin_inff()), m));
+    store_tail(y + i, e, n - i);
+    acc = V::add(acc, e);
+  }
+  const R inv = V::set(1.f / V::hsum(acc));
+  map1(y, y, n, [inv](R e) { return V::mul(e, inv); });
+}
+void log_softmax_row_k(const float* x, float* y, int64_t n) {
+  const float mx = max_k(x, n);
+  if (special_row(mx, y, n, -__builtin_inff())) return;
+  const R m = V::set(mx);
+  const float total = reduce_sum(x, x, n, -__builtin_inff(), 0.f, [m](R a, R) { return vexp(V::sub(a, m)); });
+  const R lt = vlog(V::set(total));
+  // (x - m) first: adding log(total) to a large m would round it away
+  map1(x, y, n, [m, lt](R v) { return V::sub(V::sub(v, m), lt); });
+}
+void softmax_backward_row_k(const float* y, const float* g, float* dx, int64_t n) {
+  const R t = V::set(dot_k(g, y, n));
+  map2(y, g, dx, n, [t](R yi, R gi) { return V::mul(yi, V::sub(gi, t)); });
+}
+void log_softmax_backward_row_k(const float* y, const float* g, float* dx, int64_t n) {
+  const R t = V::set(sum_k(g, n));
+  map2(y, g, dx, n, [t](R yi, R gi) { return V::fnma(vexp(yi), t, gi); });
+}
+
+void norm_row_k(const float* x, const float* w, const float* b, float* y, int64_t c, float eps, float* mean,
+                float* rstd) {
+  const float mu = mean ? sum_k(x, c) / float(c) : 0.f;
+  const R m = V::set(mu);
+  const float var =
+      reduce_sum(x, x, c, mu, 0.f, [m](R a, R) { return V::mul(V::sub(a, m), V::sub(a, m)); }) / float(c);
+  const float rs = V::first(V::div(V::set(1.f), V::sqrt(V::set(var + eps))));
+  const R r = V::set(rs);
+  int64_t i = 0;
+  for (; i < c; i += W) {
+    const int64_t k = c - i < W ? c - i : W;
+    R v = V::mul(V::sub(k == W ? V::load(x + i) : load_tail(x + i, k, 0.f), m), r);
+    if (w) v = V::mul(v, k == W ? V::load(w + i) : load_tail(w + i, k, 0.f));
+    if (b) v = V::add(v, k == W ? V::load(b + i) : load_tail(b + i, k, 0.f));
+    if (k == W)
+      V::store(y + i, v);
+    else
+      store_tail(y + i, v, k);
+  }
+  if (mean) *mean = mu;
+  *rstd = rs;
+}
+
+void norm_backward_row_k(const float* x, const float* w, const float* mean, float rstd, const float* g, float* dx,
+                         int64_t c) {
+  const R m = V::set(mean ? *mean : 0.f), r = V::set(rstd);
+  R s_dn = V::set(0.f), s_dnx = V::set(0.f);
+  for (int64_t i = 0; i < c; i += W) {
+    const int64_t k = c - i < W ? c - i : W;
+    const R gi = k == W ? V::load(g + i) : load_tail(g + i, k, 0.f);
+    const R dn = w ? V::mul(gi, k == W ? V::load(w + i) : load_tail(w + i, k, 0.f)) : gi;
+    const R xh = V::mul(V::sub(k == W ? V::load(x + i) : load_tail(x + i, k, 0.f), m), r);
+    s_dn = V::add(s_dn, dn);
+    s_dnx = V::fma(dn, xh, s_dnx);
+  }
+  const R dn_mean = V::set(mean ? V::hsum(s_dn) / float(c) : 0.f);
+  const R dnx_mean = V::set(V::hsum(s_dnx) / float(c));
+  for (int64_t i = 0; i < c; i += W) {
+    const int64_t k = c - i < W ? c - i : W;
+    const R gi = k == W ? V::load(g + i) : load_tail(g + i, k, 0.f);
+    const R dn = w ? V::mul(gi, k == W ? V::load(w + i) : load_tail(w + i, k, 0.f)) : gi;
+    const R xh = V::mul(V::sub(k == W ? V::load(x + i) : load_tail(x + i, k, 0.f), m), r);
+    const R d = V::mul(r, V::fnma(xh, dnx_mean, V::sub(dn, dn_mean)));
+    if (k == W)
+      V::store(dx + i, d);
+    else
+      store_tail(dx + i, d, k);
+  }
+}
+
+void norm_param_grad_row_k(const float* x, float mu, float rstd, const float* g, float* dw, float* db, int64_t c) {
+  const R m = V::set(mu), r = V::set(rstd);
+  int64_t i = 0;
+  for (; i + W <= c; i += W) {
+    const R gi = V::load(g + i);
+    V::store(dw + i, V::fma(gi, V::mul(V::sub(V::load(x + i), m), r), V::load(dw + i)));
+    if (db) V::store(db + i, V::add(V::load(db + i), gi));
+  }
+  for (; i < c; ++i) {
+    dw[i] += g[i] * ((x[i] - mu) * rstd);
+    if (db) db[i] += g[i];
+  }
+}
+
+float cross_entropy_row_k(const float* x, int64_t c, int64_t t, float on, float uniform, float* lse) {
+  const float mx = max_k(x, c);
+  const R m = V::set(mx);
+  const float s = reduce_sum(x, x, c, -__builtin_inff(), 0.f, [m](R a, R) { return vexp(V::sub(a, m)); });
+  const float l = mx + V::first(vlog(V::set(s)));
+  *lse = l;
+  return l - on * x[t] - uniform * (uniform != 0.f ? sum_k(x, c) : 0.f);
+}
+void cross_entropy_backward_row_k(const float* x, int64_t c, int64_t t, float lse, float on, float uniform,
+                                  float scale, float* gx) {
+  const R l = V::set(lse), u = V::set(uniform), sc = V::set(scale);
+  map1(x, gx, c, [l, u, sc](R v) { return V::mul(V::sub(vexp(V::sub(v, l)), u), sc); });
+  gx[t] -= on * scale;
+}
+
+void adam_k(float* p, const float* g, float* m, float* v, int64_t n, const AdamStep& s) {
+  const R decay = V::set(s.decay), l2 = V::set(s.l2), b1 = V::set(s.b1), b2 = V::set(s.b2);
+  const R c1 = V::set(1 - s.b1), c2 = V::set(1 - s.b2), step = V::set(s.step), vscale = V::set(s.vscale),
+          eps = V::set(s.eps);
+  const bool adaptive = s.adaptive;
+  auto one = [&](float* pp, const float* gp, float* mp, float* vp, int64_t k) {
+    const bool full = k == W;
+    R pk = V::mul(full ? V::load(pp) : load_tail(pp, k, 0.f), decay);
+    const R gk = V::fma(l2, pk, full ? V::load(gp) : load_tail(gp, k, 0.f));
+    const R mk = V::fma(b1, full ? V::load(mp) : load_tail(mp, k, 0.f), V::mul(c1, gk));
+    const R vk = V::fma(b2, full ? V::load(vp) : load_tail(vp, k, 0.f), V::mul(V::mul(c2, gk), gk));
+    const R upd = adaptive ? V::div(mk, V::fma(V::sqrt(vk), vscale, eps)) : mk;
+    pk = V::fnma(step, upd, pk);
+    if (full) {
+      V::store(pp, pk);
+      V::store(mp, mk);
+      V::store(vp, vk);
+    } else {
+      store_tail(pp, pk, k);
+      store_tail(mp, mk, k);
+      store_tail(vp, vk, k);
+    }
+  };
+  int64_t i = 0;
+  for (; i + W <= n; i += W) one(p + i, g + i, m + i, v + i, W);
+  if (i < n) one(p + i, g + i, m + i, v + i, n - i);
+}
+
+const VecKernels simd_table = {ENG_VEC_NAME,
+                               exp_k,
+                               log_k,
+                               tanh_k,
+                               sigmoid_k,
+                               silu_k,
+                               gelu_tanh_k,
+                               gelu_erf_k,
+                               elu_k,
+                               gelu_tanh_backward_k,
+                               gelu_erf_backward_k,
+                               elu_backward_k,
+                               silu_backward_k,
+                               add_k,
+                               sub_k,
+                               mul_k,
+                               div_k,
+                               sum_k,
+                               max_k,
+                               dot_k,
+                               softmax_row_k,
+                               log_softmax_row_k,
+                               softmax_backward_row_k,
+                               log_softmax_backward_row_k,
+                               norm_row_k,
+                               norm_backward_row_k,
+                               norm_param_grad_row_k,
+                               cross_entropy_row_k,
+                               cross_entropy_backward_row_k,
+                               adam_k};
+
+}  // namespace
+}  // namespace eng
