@@ -9,6 +9,7 @@
 #include "engine/error.h"
 #include "engine/strided.h"
 #include "engine/threadpool.h"
+#include "engine/vec_kernels.h"
 
 namespace eng {
 namespace {
@@ -156,6 +157,19 @@ void SGD::update(size_t i, const Tensor& param, const Tensor& grad) {
   });
 }
 
+namespace {
+
+// f32 parameters: the SIMD Adam kernel (engine/vec_kernels.h) over chunks of the tensor.
+void adam_f32(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamStep& s) {
+  float *p = param.data<float>(), *pm = m.data<float>(), *pv = v.data<float>();
+  const float* g = grad.data<float>();
+  const auto kernel = vec_kernels().adam;
+  parallel_for(0, param.numel(), kGrain,
+               [&](int64_t lo, int64_t hi) { kernel(p + lo, g + lo, pm + lo, pv + lo, hi - lo, s); });
+}
+
+}  // namespace
+
 Adam::Adam(NamedTensors params, double lr, double beta1, double beta2, double eps, double weight_decay)
     : Adam("Adam", std::move(params), lr, beta1, beta2, eps, weight_decay, false) {}
 
@@ -184,6 +198,11 @@ void Adam::update(size_t i, const Tensor& param, const Tensor& grad) {
   const bool decoupled = decoupled_;
   const double step_size = lr / (1 - std::pow(b1, double(t)));
   const double bc2_sqrt = std::sqrt(1 - std::pow(b2, double(t)));
+  if (param.dtype() == DType::F32) {
+    const AdamStep s{float(decoupled ? 1 - lr * wd : 1.0), float(decoupled ? 0.0 : wd), float(b1), float(b2),
+                     float(step_size), float(1 / bc2_sqrt), float(eps), true};
+    return adam_f32(param, grad, exp_avg_[i], exp_avg_sq_[i], s);
+  }
   ENG_DISPATCH(param.dtype(), T, {
     T* p = param.data<T>();
     const T* g = grad.data<T>();
@@ -227,6 +246,9 @@ void RAdam::update(size_t i, const Tensor& param, const Tensor& grad) {
       rectified ? lr / bc1 * std::sqrt(bc2) *
                       std::sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
                 : lr / bc1;
+  if (param.dtype() == DType::F32)
+    return adam_f32(param, grad, exp_avg_[i], exp_avg_sq_[i],
+                    AdamStep{1.f, float(wd), float(b1), float(b2), float(scale), 1.f, float(eps), rectified});
   ENG_DISPATCH(param.dtype(), T, {
     T* p = param.data<T>();
     const T* g = grad.data<T>();

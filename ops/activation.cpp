@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "engine/autograd.h"
-#include "ops/kernel_util.h"
+#include "ops/vec_map.h"
 
 namespace eng {
 
@@ -45,13 +45,13 @@ Tensor relu(const Tensor& x) {
 
 Tensor gelu(const Tensor& x, GeluForm form) {
   if (form == GeluForm::Erf) {
-    Tensor out = map_floating(x, "gelu_erf", [](auto v) {
+    Tensor out = map_unary_vec(x, "gelu_erf", vec_kernels().gelu_erf, [](auto v) {
       using T = decltype(v);
       return T(0.5) * v * (1 + std::erf(v * T(kSqrt1_2)));
     });
     // d/dx = Phi(x) + x phi(x), with Phi the normal CDF and phi its density
     return record(out, "gelu_erf", {x}, [x = x.detach()](const Tensor& g) {
-      return std::vector<Tensor>{map_binary(g, x, "gelu_erf", [](auto gi, auto v) {
+      return std::vector<Tensor>{map_binary_vec(g, x, "gelu_erf", vec_kernels().gelu_erf_backward, [](auto gi, auto v) {
         using T = decltype(v);
         T cdf = T(0.5) * (1 + std::erf(v * T(kSqrt1_2)));
         T pdf = T(kInvSqrt2Pi) * std::exp(T(-0.5) * v * v);
@@ -59,13 +59,13 @@ Tensor gelu(const Tensor& x, GeluForm form) {
       })};
     });
   }
-  Tensor out = map_floating(x, "gelu_tanh", [](auto v) {
+  Tensor out = map_unary_vec(x, "gelu_tanh", vec_kernels().gelu_tanh, [](auto v) {
     using T = decltype(v);
     return T(0.5) * v * (1 + std::tanh(T(kSqrt2OverPi) * (v + T(kGeluCubic) * v * v * v)));
   });
   // with u = k (x + c x^3), t = tanh(u): d/dx = (1 + t) / 2 + x (1 - t^2) k (1 + 3 c x^2) / 2
   return record(out, "gelu_tanh", {x}, [x = x.detach()](const Tensor& g) {
-    return std::vector<Tensor>{map_binary(g, x, "gelu_tanh", [](auto gi, auto v) {
+    return std::vector<Tensor>{map_binary_vec(g, x, "gelu_tanh", vec_kernels().gelu_tanh_backward, [](auto gi, auto v) {
       using T = decltype(v);
       T t = std::tanh(T(kSqrt2OverPi) * (v + T(kGeluCubic) * v * v * v));
       T du = T(kSqrt2OverPi) * (1 + 3 * T(kGeluCubic) * v * v);
@@ -75,13 +75,17 @@ Tensor gelu(const Tensor& x, GeluForm form) {
 }
 
 Tensor elu(const Tensor& x, double alpha) {
-  Tensor out = map_floating(x, "elu", [alpha](auto v) {
+  const auto elu_k = [alpha](const float* a, float* y, int64_t n) { vec_kernels().elu(a, y, n, float(alpha)); };
+  Tensor out = map_unary_vec(x, "elu", elu_k, [alpha](auto v) {
     using T = decltype(v);
     return v > 0 ? v : T(alpha) * std::expm1(v);
   });
   // from the input, not the output: the sign of y only matches that of x when alpha > 0
   return record(out, "elu", {x}, [x = x.detach(), alpha](const Tensor& g) {
-    return std::vector<Tensor>{map_binary(g, x, "elu", [alpha](auto gi, auto v) {
+    const auto elu_backward_k = [alpha](const float* gi, const float* a, float* d, int64_t n) {
+      vec_kernels().elu_backward(gi, a, d, n, float(alpha));
+    };
+    return std::vector<Tensor>{map_binary_vec(g, x, "elu", elu_backward_k, [alpha](auto gi, auto v) {
       using T = decltype(v);
       return v > 0 ? gi : gi * T(alpha) * std::exp(v);
     })};
@@ -89,14 +93,14 @@ Tensor elu(const Tensor& x, double alpha) {
 }
 
 Tensor sigmoid(const Tensor& x) {
-  Tensor out = map_floating(x, "sigmoid", [](auto v) { return stable_sigmoid(v); });
+  Tensor out = map_unary_vec(x, "sigmoid", vec_kernels().sigmoid, [](auto v) { return stable_sigmoid(v); });
   return record(out, "sigmoid", {x}, [y = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{map_binary(g, y, "sigmoid", [](auto gi, auto yi) { return gi * yi * (1 - yi); })};
   });
 }
 
 Tensor tanh(const Tensor& x) {
-  Tensor out = map_floating(x, "tanh", [](auto v) { return std::tanh(v); });
+  Tensor out = map_unary_vec(x, "tanh", vec_kernels().tanh, [](auto v) { return std::tanh(v); });
   return record(out, "tanh", {x}, [y = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{map_binary(g, y, "tanh", [](auto gi, auto yi) { return gi * (1 - yi * yi); })};
   });
@@ -122,10 +126,10 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
 }
 
 Tensor silu(const Tensor& x) {
-  Tensor out = map_floating(x, "silu", [](auto v) { return v * stable_sigmoid(v); });
+  Tensor out = map_unary_vec(x, "silu", vec_kernels().silu, [](auto v) { return v * stable_sigmoid(v); });
   // d/dx x s(x) = s (1 + x (1 - s))
   return record(out, "silu", {x}, [x = x.detach()](const Tensor& g) {
-    return std::vector<Tensor>{map_binary(g, x, "silu", [](auto gi, auto v) {
+    return std::vector<Tensor>{map_binary_vec(g, x, "silu", vec_kernels().silu_backward, [](auto gi, auto v) {
       auto s = stable_sigmoid(v);
       return gi * s * (1 + v * (1 - s));
     })};

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "engine/autograd.h"
-#include "ops/kernel_util.h"
+#include "ops/vec_map.h"
 #include "ops/reduce.h"
 
 namespace eng {
@@ -21,28 +21,28 @@ ENG_REGISTER_OP("pow_scalar");
 ENG_REGISTER_OP("rdiv_scalar");
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = map_binary(a, b, "add", [](auto x, auto y) { return x + y; });
+  Tensor out = map_binary_vec(a, b, "add", vec_kernels().add, [](auto x, auto y) { return x + y; });
   return record(out, "add", {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) {
     return std::vector<Tensor>{sum_to(g, sa), sum_to(g, sb)};
   });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out = map_binary(a, b, "sub", [](auto x, auto y) { return x - y; });
+  Tensor out = map_binary_vec(a, b, "sub", vec_kernels().sub, [](auto x, auto y) { return x - y; });
   return record(out, "sub", {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) {
     return std::vector<Tensor>{sum_to(g, sa), sum_to(mul_scalar(g, -1.0), sb)};
   });
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = map_binary(a, b, "mul", [](auto x, auto y) { return x * y; });
+  Tensor out = map_binary_vec(a, b, "mul", vec_kernels().mul, [](auto x, auto y) { return x * y; });
   return record(out, "mul", {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g) {
     return std::vector<Tensor>{sum_to(mul(g, b), a.shape()), sum_to(mul(g, a), b.shape())};
   });
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor out = map_binary(a, b, "div", [](auto x, auto y) { return x / y; });
+  Tensor out = map_binary_vec(a, b, "div", vec_kernels().div, [](auto x, auto y) { return x / y; });
   return record(out, "div", {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g) {
     Tensor ga = div(g, b);
     Tensor gb = mul_scalar(div(mul(ga, a), b), -1.0);  // -g a / b^2

@@ -7,6 +7,7 @@
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "engine/threadpool.h"
+#include "engine/vec_kernels.h"
 #include "ops/binary.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
@@ -61,6 +62,28 @@ void cross_entropy_backward(const CrossEntropyRows& p, const T* x, const double*
       for (int64_t j = 0; j < p.C; ++j) grow[j] = T((std::exp(double(row[j]) - lse[r]) - p.uniform) * scale);
       grow[t] -= T(p.on * scale);
     }
+  });
+}
+
+// f32: the same rows through the SIMD kernels (engine/vec_kernels.h); these overloads win over the
+// templates above for float.
+void cross_entropy_forward(const CrossEntropyRows& p, const float* x, double* lse, double* loss) {
+  const auto row = vec_kernels().cross_entropy_row;
+  parallel_for(0, p.N, p.grain(), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      if (p.target[r] == p.ignore_index) continue;
+      float l = 0;
+      loss[r] = row(x + r * p.C, p.C, p.target[r], float(p.on), float(p.uniform), &l);
+      lse[r] = l;
+    }
+  });
+}
+void cross_entropy_backward(const CrossEntropyRows& p, const float* x, const double* lse, double scale, float* gx) {
+  const auto row = vec_kernels().cross_entropy_backward_row;
+  parallel_for(0, p.N, p.grain(), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r)
+      if (p.target[r] != p.ignore_index)
+        row(x + r * p.C, p.C, p.target[r], float(lse[r]), float(p.on), float(p.uniform), float(scale), gx + r * p.C);
   });
 }
 

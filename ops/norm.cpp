@@ -7,6 +7,7 @@
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "engine/threadpool.h"
+#include "engine/vec_kernels.h"
 #include "ops/kernel_util.h"
 
 namespace eng {
@@ -18,8 +19,8 @@ ENG_REGISTER_OP("rms_norm");
 // bias, so a null `mean` pointer below means "do not centre" (the row mean is taken as 0).
 namespace {
 
-// Per row r of x [N, C]: mu = mean(x) (or 0), rstd = 1 / sqrt(mean((x - mu)^2) + eps),
-// y = (x - mu) * rstd * w + b. Statistics are accumulated in double and saved for the backward.
+// f64 (f32 runs the SIMD rows below). Per row r of x [N, C]: mu = mean(x) (or 0),
+// rstd = 1 / sqrt(mean((x - mu)^2) + eps), y = (x - mu) * rstd * w + b, statistics saved for the backward.
 template <class T>
 void norm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t N, int64_t C, double eps) {
   parallel_for(0, N, std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1)), [&](int64_t lo, int64_t hi) {
@@ -87,6 +88,51 @@ void norm_backward(const T* x, const T* w, const T* mean, const T* rstd, const T
   });
 }
 
+// f32: the SIMD row kernels (engine/vec_kernels.h), statistics accumulated in float lanes.
+void norm_forward_f32(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int64_t N,
+                      int64_t C, double eps) {
+  const auto row = vec_kernels().norm_row;
+  parallel_for(0, N, std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) row(x + r * C, w, b, y + r * C, C, float(eps), mean ? mean + r : nullptr, rstd + r);
+  });
+}
+
+// dw and db per column block, rows in order (the same bits for any thread count): float partial sums over
+// 64 rows at a time, added into double, so that thousands of rows keep their precision.
+void norm_backward_f32(const float* x, const float* w, const float* mean, const float* rstd, const float* g,
+                       float* dx, float* dw, float* db, int64_t N, int64_t C) {
+  const VecKernels& k = vec_kernels();
+  parallel_for(0, N, std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r)
+      k.norm_backward_row(x + r * C, w, mean ? mean + r : nullptr, rstd[r], g + r * C, dx + r * C, C);
+  });
+  if (!dw && !db) return;
+  constexpr int64_t kCols = 256, kRows = 64;
+  parallel_for(0, (C + kCols - 1) / kCols, 1, [&](int64_t blo, int64_t bhi) {
+    float pw[kCols], pb[kCols];
+    double sw[kCols], sb[kCols];
+    for (int64_t blk = blo; blk < bhi; ++blk) {
+      const int64_t c0 = blk * kCols, width = std::min(kCols, C - c0);
+      std::fill(sw, sw + width, 0.0);
+      std::fill(sb, sb + width, 0.0);
+      for (int64_t r0 = 0; r0 < N; r0 += kRows) {
+        std::fill(pw, pw + width, 0.f);
+        std::fill(pb, pb + width, 0.f);
+        for (int64_t r = r0; r < std::min(N, r0 + kRows); ++r)
+          k.norm_param_grad_row(x + r * C + c0, mean ? mean[r] : 0.f, rstd[r], g + r * C + c0, pw, pb, width);
+        for (int64_t j = 0; j < width; ++j) {
+          sw[j] += pw[j];
+          sb[j] += pb[j];
+        }
+      }
+      for (int64_t j = 0; j < width; ++j) {
+        if (dw) dw[c0 + j] = float(sw[j]);
+        if (db) db[c0 + j] = float(sb[j]);
+      }
+    }
+  });
+}
+
 void check_param(const Tensor& x, const Tensor& p, const char* what, const char* op) {
   if (!p.defined()) return;
   ENG_CHECK(p.dim() == 1 && p.shape()[0] == x.shape().back(), op, ": ", what, " of shape ", p.shape(),
@@ -113,8 +159,12 @@ Tensor norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, doub
   Tensor out = empty(x.shape(), x.dtype());
   Tensor mean = center ? empty({N}, x.dtype()) : Tensor();
   Tensor rstd = empty({N}, x.dtype());
-  ENG_DISPATCH(x.dtype(), T, norm_forward<T>(xc.data<T>(), data_or_null<T>(w), data_or_null<T>(b), out.data<T>(),
-                                             data_or_null<T>(mean), rstd.data<T>(), N, C, eps));
+  if (x.dtype() == DType::F32)
+    norm_forward_f32(xc.data<float>(), data_or_null<float>(w), data_or_null<float>(b), out.data<float>(),
+                     data_or_null<float>(mean), rstd.data<float>(), N, C, eps);
+  else
+    norm_forward<double>(xc.data<double>(), data_or_null<double>(w), data_or_null<double>(b), out.data<double>(),
+                         data_or_null<double>(mean), rstd.data<double>(), N, C, eps);
   std::vector<Tensor> inputs{x, weight};
   if (center) inputs.push_back(bias);
   return record(out, op, inputs, [xc, w, has_bias = b.defined(), mean, rstd, N, C, center](const Tensor& grad) {
@@ -122,9 +172,13 @@ Tensor norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, doub
     Tensor dx = empty(xc.shape(), xc.dtype());
     Tensor dw = w.defined() ? empty({C}, xc.dtype()) : Tensor();
     Tensor db = has_bias ? empty({C}, xc.dtype()) : Tensor();
-    ENG_DISPATCH(xc.dtype(), T,
-                 norm_backward<T>(xc.data<T>(), data_or_null<T>(w), data_or_null<T>(mean), rstd.data<T>(),
-                                  g.data<T>(), dx.data<T>(), data_or_null<T>(dw), data_or_null<T>(db), N, C));
+    if (xc.dtype() == DType::F32)
+      norm_backward_f32(xc.data<float>(), data_or_null<float>(w), data_or_null<float>(mean), rstd.data<float>(),
+                        g.data<float>(), dx.data<float>(), data_or_null<float>(dw), data_or_null<float>(db), N, C);
+    else
+      norm_backward<double>(xc.data<double>(), data_or_null<double>(w), data_or_null<double>(mean),
+                            rstd.data<double>(), g.data<double>(), dx.data<double>(), data_or_null<double>(dw),
+                            data_or_null<double>(db), N, C);
     std::vector<Tensor> grads{dx, dw};
     if (center) grads.push_back(db);
     return grads;

@@ -1,9 +1,12 @@
 #include "ops/reduce.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "engine/autograd.h"
+#include "engine/threadpool.h"
+#include "engine/vec_kernels.h"
 #include "ops/binary.h"
 #include "ops/kernel_util.h"
 #include "ops/reduce_kernel.h"
@@ -39,12 +42,47 @@ Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& axes, bool k
   return s;
 }
 
+void sum_rows_f32(const float* x, int64_t rows, int64_t cols, float* out) {
+  constexpr int64_t kCols = 128, kRows = 64;
+  const auto add = vec_kernels().add;
+  parallel_for(0, (cols + kCols - 1) / kCols, 1, [&](int64_t blo, int64_t bhi) {
+    float part[kCols];
+    double total[kCols];
+    for (int64_t blk = blo; blk < bhi; ++blk) {
+      const int64_t c0 = blk * kCols, width = std::min(kCols, cols - c0);
+      std::fill(total, total + width, 0.0);
+      for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+        std::fill(part, part + width, 0.f);
+        for (int64_t r = r0; r < std::min(rows, r0 + kRows); ++r) add(part, x + r * cols + c0, part, width);
+        for (int64_t j = 0; j < width; ++j) total[j] += part[j];
+      }
+      for (int64_t j = 0; j < width; ++j) out[c0 + j] = float(total[j]);
+    }
+  });
+}
+
+namespace {
+
+// Whether `ax` (sorted) is the leading axes 0..k-1 of a tensor with more than k dims.
+bool leading_axes(const std::vector<int64_t>& ax, int64_t dim) {
+  for (size_t i = 0; i < ax.size(); ++i)
+    if (ax[i] != int64_t(i)) return false;
+  return !ax.empty() && int64_t(ax.size()) < dim;
+}
+
+}  // namespace
+
 Tensor sum(const Tensor& a, const Shape& axes, bool keepdim) {
   auto ax = reduce_axes(a, axes, "sum");
   Tensor out = empty(reduced_shape(a.shape(), ax, keepdim), a.dtype());
-  ENG_DISPATCH(a.dtype(), T, reduce_kernel<T, double>(
-                                 a, ax, out.data<T>(), 0.0, [](double acc, T x) { return acc + double(x); },
-                                 [](double acc, int64_t) { return acc; }));
+  if (a.dtype() == DType::F32 && a.is_contiguous() && leading_axes(ax, a.dim())) {
+    const int64_t cols = shape_numel(Shape(a.shape().begin() + int64_t(ax.size()), a.shape().end()));
+    sum_rows_f32(a.data<float>(), cols > 0 ? a.numel() / cols : 0, cols, out.data<float>());
+  } else {
+    ENG_DISPATCH(a.dtype(), T, reduce_kernel<T, double>(
+                                   a, ax, out.data<T>(), 0.0, [](double acc, T x) { return acc + double(x); },
+                                   [](double acc, int64_t) { return acc; }));
+  }
   return record(out, "sum", {a}, [in = a.shape(), kept = reduced_shape(a.shape(), ax, true)](const Tensor& g) {
     return std::vector<Tensor>{expand(reshape(g, kept), in)};
   });

@@ -8,6 +8,11 @@ Tensor sum(const Tensor& a, const Shape& axes = {}, bool keepdim = false);
 // Sums a broadcast result back to `shape` (the backward of broadcasting).
 Tensor sum_to(const Tensor& a, const Shape& shape);
 
+// out[c] = sum over r of x[r * cols + c] for a contiguous f32 [rows, cols] (bias gradients): column blocks in
+// parallel, rows added in order with the SIMD add into float partials over 64 rows, those added in double;
+// the same bits for any thread count. sum() takes this path for leading axes of a contiguous f32 tensor.
+void sum_rows_f32(const float* x, int64_t rows, int64_t cols, float* out);
+
 // Mean over axes; a reduction over zero elements gives NaN (0 / 0).
 Tensor mean(const Tensor& a, const Shape& axes = {}, bool keepdim = false);
 

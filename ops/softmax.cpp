@@ -7,6 +7,7 @@
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "engine/threadpool.h"
+#include "engine/vec_kernels.h"
 
 namespace eng {
 
@@ -87,6 +88,22 @@ void softmax_backward(const T* y, const T* g, T* dx, const Rows& R) {
   });
 }
 
+// f32 along the last axis: the SIMD row kernels (engine/vec_kernels.h).
+template <bool Log>
+void softmax_forward_f32(const float* x, float* y, const Rows& R) {
+  const auto row = Log ? vec_kernels().log_softmax_row : vec_kernels().softmax_row;
+  parallel_for(0, R.count, R.grain(), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) row(x + r * R.n, y + r * R.n, R.n);
+  });
+}
+template <bool Log>
+void softmax_backward_f32(const float* y, const float* g, float* dx, const Rows& R) {
+  const auto row = Log ? vec_kernels().log_softmax_backward_row : vec_kernels().softmax_backward_row;
+  parallel_for(0, R.count, R.grain(), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) row(y + r * R.n, g + r * R.n, dx + r * R.n, R.n);
+  });
+}
+
 template <bool Log>
 Tensor softmax_impl(const Tensor& a, int64_t axis, const char* op) {
   const int64_t d = wrap_axis(axis, a.dim(), op);
@@ -94,11 +111,18 @@ Tensor softmax_impl(const Tensor& a, int64_t axis, const char* op) {
   const Rows R = rows_along(a.shape(), d);
   Tensor x = a.detach().contiguous();
   Tensor out = empty(a.shape(), a.dtype());
-  ENG_DISPATCH(a.dtype(), T, softmax_forward<Log, T>(x.data<T>(), out.data<T>(), R));
-  return record(out, op, {a}, [y = out.detach(), R](const Tensor& grad) {
+  const bool vec = a.dtype() == DType::F32 && R.inner == 1;
+  if (vec)
+    softmax_forward_f32<Log>(x.data<float>(), out.data<float>(), R);
+  else
+    ENG_DISPATCH(a.dtype(), T, softmax_forward<Log, T>(x.data<T>(), out.data<T>(), R));
+  return record(out, op, {a}, [y = out.detach(), R, vec](const Tensor& grad) {
     Tensor g = grad.contiguous();
     Tensor dx = empty(y.shape(), y.dtype());
-    ENG_DISPATCH(y.dtype(), T, softmax_backward<Log, T>(y.data<T>(), g.data<T>(), dx.data<T>(), R));
+    if (vec)
+      softmax_backward_f32<Log>(y.data<float>(), g.data<float>(), dx.data<float>(), R);
+    else
+      ENG_DISPATCH(y.dtype(), T, softmax_backward<Log, T>(y.data<T>(), g.data<T>(), dx.data<T>(), R));
     return std::vector<Tensor>{dx};
   });
 }

@@ -4,7 +4,7 @@
 
 #include "engine/autograd.h"
 #include "ops/binary.h"
-#include "ops/kernel_util.h"
+#include "ops/vec_map.h"
 
 namespace eng {
 
@@ -16,16 +16,16 @@ ENG_REGISTER_OP("abs");
 ENG_REGISTER_OP("clamp");
 
 Tensor exp(const Tensor& a) {
-  Tensor out = map_floating(a, "exp", [](auto x) { return std::exp(x); });
+  Tensor out = map_unary_vec(a, "exp", vec_kernels().exp, [](auto x) { return std::exp(x); });
   return record(out, "exp", {a}, [y = out.detach()](const Tensor& g) {
-    return std::vector<Tensor>{map_binary(g, y, "exp", [](auto gi, auto yi) { return gi * yi; })};
+    return std::vector<Tensor>{map_binary_vec(g, y, "exp", vec_kernels().mul, [](auto gi, auto yi) { return gi * yi; })};
   });
 }
 
 Tensor log(const Tensor& a) {
-  Tensor out = map_floating(a, "log", [](auto x) { return std::log(x); });
+  Tensor out = map_unary_vec(a, "log", vec_kernels().log, [](auto x) { return std::log(x); });
   return record(out, "log", {a}, [a = a.detach()](const Tensor& g) {
-    return std::vector<Tensor>{map_binary(g, a, "log", [](auto gi, auto x) { return gi / x; })};
+    return std::vector<Tensor>{map_binary_vec(g, a, "log", vec_kernels().div, [](auto gi, auto x) { return gi / x; })};
   });
 }
 
