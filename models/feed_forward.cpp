@@ -1,7 +1,6 @@
 #include "models/feed_forward.h"
 
 #include "engine/error.h"
-#include "ops/activation.h"
 #include "ops/index.h"
 #include "ops/view.h"
 
@@ -22,13 +21,13 @@ FeedForward::FeedForward(int64_t d_model, int64_t d_ff, Activation act, double d
 }
 
 Tensor FeedForward::forward_rows(const Tensor& x) const {
-  Tensor h = fc1.forward(x);
+  BiasActivation act = BiasActivation::Relu;
   switch (act_) {
-    case Activation::Relu: h = relu(h); break;
-    case Activation::Gelu: h = gelu(h, GeluForm::Erf); break;
-    case Activation::GeluTanh: h = gelu(h, GeluForm::Tanh); break;
+    case Activation::Relu: act = BiasActivation::Relu; break;
+    case Activation::Gelu: act = BiasActivation::GeluErf; break;
+    case Activation::GeluTanh: act = BiasActivation::GeluTanh; break;
   }
-  return fc2.forward(drop_.forward(h));
+  return fc2.forward(drop_.forward(fc1.forward_activation(x, act)));
 }
 
 Tensor FeedForward::forward(const Tensor& x) const {

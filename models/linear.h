@@ -3,6 +3,7 @@
 #pragma once
 #include "engine/rng.h"
 #include "models/module.h"
+#include "ops/bias_activation.h"
 
 namespace eng {
 
@@ -10,6 +11,8 @@ class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, Rng& rng, bool bias = true);
   Tensor forward(const Tensor& x) const;  // x [..., in] -> [..., out]
+  // act(x Wᵀ + b), the bias and activation fused into one pass (ops/bias_activation.h)
+  Tensor forward_activation(const Tensor& x, BiasActivation act) const;
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
 

@@ -169,6 +169,10 @@ Norm::Norm(int64_t dim, bool rms) {
 
 Tensor Norm::forward(const Tensor& x) const { return rms_ ? rms_->forward(x) : ln_->forward(x); }
 
+AddNormResult Norm::forward_add(const Tensor& x, const Tensor& h) const {
+  return rms_ ? rms_->forward_add(x, h) : ln_->forward_add(x, h);
+}
+
 namespace {
 
 MultiHeadConfig attention_config(const TransformerConfig& c, const std::string& attention, bool causal,
@@ -187,11 +191,11 @@ MultiHeadConfig attention_config(const TransformerConfig& c, const std::string& 
   return m;
 }
 
-// One residual sub-layer, pre- or post-norm.
+// One residual sub-layer, pre- or post-norm (post-norm fuses the add with the norm).
 template <class F>
 Tensor residual(const Tensor& x, const Norm& norm, bool pre_norm, const Dropout& drop, F sublayer) {
   if (pre_norm) return add(x, drop.forward(sublayer(norm.forward(x))));
-  return norm.forward(add(x, drop.forward(sublayer(x))));
+  return norm.forward_add(x, drop.forward(sublayer(x))).normed;
 }
 
 }  // namespace
@@ -211,11 +215,17 @@ EncoderLayer::EncoderLayer(const TransformerConfig& c, bool causal, const std::s
 }
 
 Tensor EncoderLayer::forward(const Tensor& x, const AttentionMask& mask, const Tensor& memory) const {
-  Tensor h = residual(x, norm1, pre_norm_, drop_, [&](const Tensor& t) {
+  const auto attend = [&](const Tensor& t) {
     if (!memory.defined()) return self_attn.forward(t, t, mask);
     // The keys see the memory as the attention sees x: normalised first when the norm comes before it.
     return self_attn.forward(t, concat({pre_norm_ ? norm1.forward(memory) : memory, t}, 1), mask);
-  });
+  };
+  if (pre_norm_) {
+    // The attention's residual add and the FFN's norm in one pass.
+    const AddNormResult r = norm2.forward_add(x, drop_.forward(attend(norm1.forward(x))));
+    return add(r.sum, drop_.forward(ffn.forward(r.normed)));
+  }
+  Tensor h = residual(x, norm1, pre_norm_, drop_, attend);
   return residual(h, norm2, pre_norm_, drop_, [&](const Tensor& t) { return ffn.forward(t); });
 }
 

@@ -59,6 +59,7 @@ class Norm : public Module {
  public:
   Norm(int64_t dim, bool rms);
   Tensor forward(const Tensor& x) const;
+  AddNormResult forward_add(const Tensor& x, const Tensor& h) const;  // x + h and its norm in one pass
 
  private:
   std::unique_ptr<LayerNorm> ln_;

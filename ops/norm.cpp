@@ -8,6 +8,7 @@
 #include "engine/error.h"
 #include "engine/threadpool.h"
 #include "engine/vec_kernels.h"
+#include "ops/binary.h"
 #include "ops/kernel_util.h"
 
 namespace eng {
@@ -145,29 +146,15 @@ T* data_or_null(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
 }
 
-// layer_norm when `center`, else rms_norm (then `bias` is undefined).
-Tensor norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, bool center, const char* op) {
-  ENG_CHECK(x.dim() >= 1, op, ": input must have at least 1 dim, got shape ", x.shape());
-  if (!is_floating(x.dtype())) fail_not_floating(op);
-  check_param(x, weight, "weight", op);
-  check_param(x, bias, "bias", op);
-  const int64_t C = x.shape().back();
-  const int64_t N = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
-  Tensor xc = x.detach().contiguous();
+// Records y = norm(x) given the forward's results: xc (x made contiguous), the saved statistics, and
+// weight/bias as the op saw them.
+Tensor norm_record(const Tensor& x, const Tensor& xc, const Tensor& weight, const Tensor& bias, const Tensor& out,
+                   const Tensor& mean, const Tensor& rstd, bool center, const char* op) {
+  const int64_t C = xc.shape().back(), N = C > 0 ? xc.numel() / C : 0;
   Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
-  Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
-  Tensor out = empty(x.shape(), x.dtype());
-  Tensor mean = center ? empty({N}, x.dtype()) : Tensor();
-  Tensor rstd = empty({N}, x.dtype());
-  if (x.dtype() == DType::F32)
-    norm_forward_f32(xc.data<float>(), data_or_null<float>(w), data_or_null<float>(b), out.data<float>(),
-                     data_or_null<float>(mean), rstd.data<float>(), N, C, eps);
-  else
-    norm_forward<double>(xc.data<double>(), data_or_null<double>(w), data_or_null<double>(b), out.data<double>(),
-                         data_or_null<double>(mean), rstd.data<double>(), N, C, eps);
   std::vector<Tensor> inputs{x, weight};
   if (center) inputs.push_back(bias);
-  return record(out, op, inputs, [xc, w, has_bias = b.defined(), mean, rstd, N, C, center](const Tensor& grad) {
+  return record(out, op, inputs, [xc, w, has_bias = bias.defined(), mean, rstd, N, C, center](const Tensor& grad) {
     Tensor g = grad.contiguous();
     Tensor dx = empty(xc.shape(), xc.dtype());
     Tensor dw = w.defined() ? empty({C}, xc.dtype()) : Tensor();
@@ -185,6 +172,65 @@ Tensor norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, doub
   });
 }
 
+void check_norm_args(const Tensor& x, const Tensor& weight, const Tensor& bias, const char* op) {
+  ENG_CHECK(x.dim() >= 1, op, ": input must have at least 1 dim, got shape ", x.shape());
+  if (!is_floating(x.dtype())) fail_not_floating(op);
+  check_param(x, weight, "weight", op);
+  check_param(x, bias, "bias", op);
+}
+
+// layer_norm when `center`, else rms_norm (then `bias` is undefined).
+Tensor norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, bool center, const char* op) {
+  check_norm_args(x, weight, bias, op);
+  const int64_t C = x.shape().back();
+  const int64_t N = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  Tensor xc = x.detach().contiguous();
+  Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
+  Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
+  Tensor out = empty(x.shape(), x.dtype());
+  Tensor mean = center ? empty({N}, x.dtype()) : Tensor();
+  Tensor rstd = empty({N}, x.dtype());
+  if (x.dtype() == DType::F32)
+    norm_forward_f32(xc.data<float>(), data_or_null<float>(w), data_or_null<float>(b), out.data<float>(),
+                     data_or_null<float>(mean), rstd.data<float>(), N, C, eps);
+  else
+    norm_forward<double>(xc.data<double>(), data_or_null<double>(w), data_or_null<double>(b), out.data<double>(),
+                         data_or_null<double>(mean), rstd.data<double>(), N, C, eps);
+  return norm_record(x, xc, weight, bias, out, mean, rstd, center, op);
+}
+
+// s = x + h and y = norm(s): in f32 each row is added and normalised while it is in cache (one pass over
+// memory instead of two); s is recorded as the op "add" and y as the norm of s, so the backward is theirs.
+AddNormResult add_norm_impl(const Tensor& x, const Tensor& h, const Tensor& weight, const Tensor& bias, double eps,
+                            bool center, const char* op) {
+  ENG_CHECK(x.shape() == h.shape(), op, ": x of shape ", x.shape(), " and h of shape ", h.shape(), " differ");
+  check_same_dtype(x, h, op);
+  check_norm_args(x, weight, bias, op);
+  if (x.dtype() != DType::F32) {
+    Tensor s = add(x, h);
+    return {s, norm_impl(s, weight, bias, eps, center, op)};
+  }
+  const int64_t C = x.shape().back(), N = C > 0 ? x.numel() / C : 0;
+  const Tensor xc = x.detach().contiguous(), hc = h.detach().contiguous();
+  Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
+  Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
+  Tensor sum = empty(x.shape(), x.dtype()), out = empty(x.shape(), x.dtype());
+  Tensor mean = center ? empty({N}, x.dtype()) : Tensor();
+  Tensor rstd = empty({N}, x.dtype());
+  const VecKernels& k = vec_kernels();
+  const float *px = xc.data<float>(), *ph = hc.data<float>(), *pw = data_or_null<float>(w),
+              *pb = data_or_null<float>(b);
+  float *ps = sum.data<float>(), *py = out.data<float>(), *pm = data_or_null<float>(mean), *pr = rstd.data<float>();
+  parallel_for(0, N, std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      k.add(px + r * C, ph + r * C, ps + r * C, C);
+      k.norm_row(ps + r * C, pw, pb, py + r * C, C, float(eps), pm ? pm + r : nullptr, pr + r);
+    }
+  });
+  Tensor s = record(sum, "add", {x, h}, [](const Tensor& g) { return std::vector<Tensor>{g, g}; });
+  return {s, norm_record(s, sum, weight, bias, out, mean, rstd, center, op)};
+}
+
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
@@ -193,6 +239,14 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   return norm_impl(x, weight, Tensor(), eps, false, "rms_norm");
+}
+
+AddNormResult add_layer_norm(const Tensor& x, const Tensor& h, const Tensor& weight, const Tensor& bias, double eps) {
+  return add_norm_impl(x, h, weight, bias, eps, true, "layer_norm");
+}
+
+AddNormResult add_rms_norm(const Tensor& x, const Tensor& h, const Tensor& weight, double eps) {
+  return add_norm_impl(x, h, weight, Tensor(), eps, false, "rms_norm");
 }
 
 }  // namespace eng

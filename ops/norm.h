@@ -13,4 +13,14 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 // y = x / sqrt(mean(x^2) + eps) * weight (no centring, no bias).
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
 
+// A residual add fused with the norm that follows it: sum = x + h and normed = norm(sum), in one pass over
+// the rows for f32 (x and h of one shape). Both outputs are differentiable: sum is recorded as the op "add"
+// and normed as layer_norm / rms_norm of sum.
+struct AddNormResult {
+  Tensor sum, normed;
+};
+AddNormResult add_layer_norm(const Tensor& x, const Tensor& h, const Tensor& weight, const Tensor& bias,
+                             double eps = 1e-5);
+AddNormResult add_rms_norm(const Tensor& x, const Tensor& h, const Tensor& weight, double eps = 1e-6);
+
 }  // namespace eng

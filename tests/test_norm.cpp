@@ -96,3 +96,37 @@ TEST_CASE("norm: errors name the op and the shapes") {
   CHECK_THROWS_WITH(layer_norm(zeros({2, 4}, DType::I64), Tensor(), Tensor()),
                     "layer_norm: i64 tensors hold indices; this needs a floating tensor (f32 or f64)");
 }
+
+TEST_CASE("norm: add_layer_norm and add_rms_norm equal the add and the norm, values and gradients") {
+  using eng::test::allclose;
+  for (DType dt : {DType::F64, DType::F32})
+    for (bool rms : {false, true}) {
+      INFO(dtype_name(dt), rms ? " rms" : " layer");
+      const Tensor x0 = uniform({3, 5, 19}, 31, -2, 2).to(dt), h0 = uniform({3, 5, 19}, 32, -2, 2).to(dt);
+      const Tensor w0 = uniform({19}, 33, 0.5, 1.5).to(dt), b0 = uniform({19}, 34).to(dt);
+      const Tensor gs = uniform({3, 5, 19}, 35).to(dt), gy = uniform({3, 5, 19}, 36).to(dt);
+      std::vector<Tensor> got, want;
+      for (bool fused : {true, false}) {
+        Tensor x = x0.clone(), h = h0.clone(), w = w0.clone(), b = b0.clone();
+        for (Tensor* t : {&x, &h, &w, &b}) t->set_requires_grad(true);
+        AddNormResult r;
+        if (fused) {
+          r = rms ? add_rms_norm(x, h, w) : add_layer_norm(x, h, w, b);
+        } else {
+          r.sum = add(x, h);
+          r.normed = rms ? rms_norm(r.sum, w) : layer_norm(r.sum, w, b);
+        }
+        // both outputs feed the loss, as in a pre-norm transformer (the sum goes on along the residual path)
+        add(sum(mul(r.sum, gs)), sum(mul(r.normed, gy))).backward();
+        std::vector<Tensor>& out = fused ? got : want;
+        out = {r.sum.detach(), r.normed.detach(), x.grad(), h.grad(), w.grad()};
+        if (!rms) out.push_back(b.grad());
+      }
+      for (size_t i = 0; i < got.size(); ++i) {
+        INFO("output ", i);
+        CHECK(allclose(got[i], want[i], dt == DType::F32 ? 1e-5 : 1e-13, dt == DType::F32 ? 1e-5 : 1e-13));
+      }
+    }
+  CHECK_THROWS_WITH(add_layer_norm(zeros({2, 4}), zeros({2, 3}), Tensor(), Tensor()),
+                    "layer_norm: x of shape [2, 4] and h of shape [2, 3] differ");
+}
