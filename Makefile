@@ -1,6 +1,7 @@
 # make                 library + tools            (build/)
 # make test            doctest suite              (build/)
 # make SANITIZE=1 test AddressSanitizer + UBSan    (build-san/)
+# make test-scalar     the suite on the scalar kernels (ENG_CPU=scalar)
 # make CXX=clang++     clang build                (build-clang/, build-clang-san/)
 # make test-aarch64    ARM64 cross build, tests run under qemu-user (build-aarch64/)
 # make data            install Fashion-MNIST (Debian package dataset-fashion-mnist)
@@ -96,6 +97,12 @@ check-doctest:
 test: $(BUILD)/run_tests $(BUILD)/train $(BUILD)/embed
 	cd $(CURDIR) && $(RUN) ./$(BUILD)/run_tests $(TEST_ARGS)
 	cd $(CURDIR) && ENG_RUN="$(RUN)" bash tests/tools.sh $(BUILD)
+
+# The suite again with the dispatch forced to the scalar reference kernels (ENG_CPU=scalar): the SIMD and
+# scalar paths both pass the same tests.
+.PHONY: test-scalar
+test-scalar: $(BUILD)/run_tests
+	cd $(CURDIR) && ENG_CPU=scalar $(RUN) ./$(BUILD)/run_tests $(TEST_ARGS)
 
 clean:
 	rm -rf build build-*
