@@ -6,9 +6,10 @@
 //
 // Accuracy of the SIMD versions against the scalar reference (tests/test_vec_kernels.cpp checks each):
 //   exp, sigmoid, silu, expm1-based elu: 4 ulp relative; tanh 5 ulp (relative near 0 too); log 3 ulp;
-//   gelu_tanh 6 ulp for x >= 0 (below, the f32 rounding of u is amplified by |2u|: 2e-5); erf-based gelu: 4e-7 absolute plus 4 ulp (erfc by Abramowitz–Stegun 7.1.26). exp gives
-//   0 below -87.3 (no denormals). Sums and row statistics are accumulated in W lanes, so they differ from
-//   the reference's serial double sums by float rounding only.
+//   gelu_tanh 6 ulp for x >= 0 (below, the f32 rounding of u is amplified by |2u|: 2e-5 relative);
+//   gelu_erf 8e-7 absolute (erf by a rational form, 2.4e-7 at worst in f32). exp gives 0 below -87.3 (no
+//   denormals). Sums and row statistics are accumulated in W lanes, so they differ from the reference's
+//   serial double sums by float rounding only.
 #pragma once
 #include <cstdint>
 
@@ -49,6 +50,8 @@ struct VecKernels {
   float (*sum)(const float* x, int64_t n);
   float (*max)(const float* x, int64_t n);
   float (*dot)(const float* a, const float* b, int64_t n);
+  // y = exp(x - m) and the sum of y (the inner step of an online softmax; x = -inf gives 0)
+  float (*exp_sub_sum)(const float* x, float m, float* y, int64_t n);
   // One row of n: softmax / log-softmax, NaN anywhere making the row NaN and an all -inf row giving
   // 0 (softmax) or -inf (log); backward from the saved output y and the incoming gradient g.
   void (*softmax_row)(const float* x, float* y, int64_t n);

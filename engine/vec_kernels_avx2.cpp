@@ -24,6 +24,10 @@ struct V {
   static R div(R a, R b) { return _mm256_div_ps(a, b); }
   static R min(R a, R b) { return _mm256_min_ps(a, b); }
   static R max(R a, R b) { return _mm256_max_ps(a, b); }
+  static R scale2(R p, R n) {
+    const __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23);
+    return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
+  }
   static R sqrt(R a) { return _mm256_sqrt_ps(a); }
   static R abs(R a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.f), a); }
   static R fma(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }

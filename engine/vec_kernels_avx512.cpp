@@ -31,6 +31,10 @@ struct V {
   static R div(R a, R b) { return _mm512_div_ps(a, b); }
   static R min(R a, R b) { return _mm512_min_ps(a, b); }
   static R max(R a, R b) { return _mm512_max_ps(a, b); }
+  static R scale2(R p, R n) {
+    const __m512i e = _mm512_slli_epi32(_mm512_cvtps_epi32(n), 23);
+    return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), e));
+  }
   static R sqrt(R a) { return _mm512_sqrt_ps(a); }
   static R abs(R a) { return _mm512_abs_ps(a); }
   static R fma(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }

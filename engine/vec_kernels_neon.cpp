@@ -22,6 +22,10 @@ struct V {
   // vminq/vmaxq propagate NaN, as the x86 ones do not; the generic code only relies on non-NaN lanes.
   static R min(R a, R b) { return vminq_f32(a, b); }
   static R max(R a, R b) { return vmaxq_f32(a, b); }
+  static R scale2(R p, R n) {
+    const int32x4_t e = vshlq_n_s32(vcvtnq_s32_f32(n), 23);
+    return vreinterpretq_f32_s32(vaddq_s32(vreinterpretq_s32_f32(p), e));
+  }
   static R sqrt(R a) { return vsqrtq_f32(a); }
   static R abs(R a) { return vabsq_f32(a); }
   static R fma(R a, R b, R c) { return vfmaq_f32(c, a, b); }

@@ -102,6 +102,12 @@ float dot_ref(const float* a, const float* b, int64_t n) {
   return float(s);
 }
 
+float exp_sub_sum_ref(const float* x, float m, float* y, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += y[i] = std::exp(x[i] - m);
+  return float(s);
+}
+
 template <bool Log>
 void softmax_row_ref(const float* x, float* y, int64_t n) {
   const float m = max_ref(x, n), inf = std::numeric_limits<float>::infinity();
@@ -219,6 +225,7 @@ const VecKernels& scalar_vec_kernels() {
                             sum_ref,
                             max_ref,
                             dot_ref,
+                            exp_sub_sum_ref,
                             softmax_row_ref<false>,
                             softmax_row_ref<true>,
                             softmax_backward_row_ref,

@@ -1,6 +1,7 @@
 // The SIMD body of every f32 kernel in engine/vec_kernels.h, written once over a vector type V that the
 // including file defines (engine/vec_kernels_{avx2,avx512,neon}.cpp, each compiled for its instruction set).
 // V gives: R (register of W floats), M (lane mask), load/store/set, add/sub/mul/div/min/max/sqrt/abs,
+// scale2(p, n) = p 2^n for integral n by an add to the exponent field (the result must be normal),
 // fma(a, b, c) = a b + c, fnma(a, b, c) = c - a b, round (to nearest), lt/le/gt/isnan -> M, select(m, a, b),
 // isinf_pos, mask_or, any, pow2i(n) = 2^n for integral n in [-126, 127], frexp(x, e) = mantissa in [1, 2) with e the
 // exponent (positive normal x), copysign, hsum, hmax, first.
@@ -22,9 +23,12 @@ using M = V::M;
 constexpr int64_t W = V::W;
 
 // ---- math on registers ----
+// Forced inline: called through a function pointer or from a lambda, GCC would otherwise keep some of them
+// out of line and pay a call with spilled registers per vector.
+#define ENG_VEC_INLINE inline __attribute__((always_inline))
 
 // e^r - 1 - r on |r| <= ln2 / 2, as r^2 p(r) (Cephes expf's minimax polynomial).
-R expm1_core(R r) {
+ENG_VEC_INLINE R expm1_core(R r) {
   R p = V::set(1.9875691500e-4f);
   p = V::fma(p, r, V::set(1.3981999507e-3f));
   p = V::fma(p, r, V::set(8.3334519073e-3f));
@@ -34,42 +38,43 @@ R expm1_core(R r) {
   return V::mul(V::mul(r, r), p);
 }
 
+// Clamps x to [lo, hi] with a NaN going through: the x86 min/max return their second operand when either is
+// NaN (NEON's propagate NaN anyway).
+ENG_VEC_INLINE R clamp_keep_nan(R x, float lo, float hi) { return V::min(V::set(hi), V::max(V::set(lo), x)); }
+
 // x = n ln2 + r with |r| <= ln2 / 2 (Cody–Waite: ln2 in two parts, the high one exact in a product).
-R reduce_ln2(R x, R& n) {
+ENG_VEC_INLINE R reduce_ln2(R x, R& n) {
   n = V::round(V::mul(x, V::set(1.44269504088896341f)));
   R r = V::fnma(n, V::set(0.693359375f), x);
   return V::fnma(n, V::set(-2.12194440e-4f), r);
 }
 
-// e^x; 0 below -87.3 (no denormals), +inf above 88.72, NaN stays NaN. 2^n is applied as two exact
-// factors, so that n = 128 (just below the overflow) needs no exponent field beyond 127.
-R vexp(R x) {
-  const R xc = V::min(V::max(x, V::set(-87.3f)), V::set(88.7228f));
+// e^x: x is clamped to [-87.3, 88.7228] (n in [-126, 128]) and 2^n put into p's exponent field by an
+// integer add (p e^r is in [0.7, 1.42], so the result stays normal). Below -87.3 the result is 0: no
+// denormal is ever produced (they are slow on some CPUs, and masked logits of -inf are common); above
+// ln(FLT_MAX) it is +inf; NaN stays NaN.
+ENG_VEC_INLINE R vexp(R x) {
   R n;
-  const R r = reduce_ln2(xc, n);
-  const R h = V::round(V::mul(n, V::set(0.5f)));
+  const R r = reduce_ln2(clamp_keep_nan(x, -87.3f, 88.7228f), n);
   const R p = V::add(V::add(expm1_core(r), r), V::set(1.f));
-  R y = V::mul(V::mul(p, V::pow2i(h)), V::pow2i(V::sub(n, h)));
+  R y = V::scale2(p, n);
   y = V::select(V::lt(x, V::set(-87.3f)), V::set(0.f), y);
-  y = V::select(V::gt(x, V::set(88.7228f)), V::set(__builtin_inff()), y);
-  return V::select(V::isnan(x), x, y);
+  return V::select(V::gt(x, V::set(88.7228f)), V::set(__builtin_inff()), y);
 }
 
 // e^x - 1 = 2^n (1 + q) - 1 = 2^n q + (2^n - 1) with q = e^r - 1: relative accuracy near 0, where
-// n = 0 and the result is q itself. -1 below -88, NaN stays NaN; x > 88.3 is clamped (callers stay below).
-R vexpm1(R x) {
-  const R xc = V::min(V::max(x, V::set(-88.f)), V::set(88.3f));
+// n = 0 and the result is q itself. For x <= 88 (the callers pass x <= 0); -1 below -88; NaN stays NaN.
+ENG_VEC_INLINE R vexpm1(R x) {
   R n;
-  const R r = reduce_ln2(xc, n);
+  const R r = reduce_ln2(clamp_keep_nan(x, -88.f, 88.f), n);
   const R q = V::add(expm1_core(r), r);
   const R s = V::pow2i(n);
-  const R y = V::fma(s, q, V::sub(s, V::set(1.f)));
-  return V::select(V::isnan(x), x, y);
+  return V::fma(s, q, V::sub(s, V::set(1.f)));
 }
 
 // log x (Cephes logf): x = m 2^e with m in [sqrt(1/2), sqrt(2)), log m by a minimax polynomial in m - 1.
 // Denormals are scaled up first; 0 gives -inf, negatives NaN, +inf stays +inf.
-R vlog(R x) {
+ENG_VEC_INLINE R vlog(R x) {
   const M tiny = V::lt(x, V::set(1.17549435e-38f));
   R xs = V::select(tiny, V::mul(x, V::set(8388608.f)), x);
   R e;
@@ -99,38 +104,55 @@ R vlog(R x) {
   return V::select(V::isnan(x), x, y);
 }
 
-// tanh x = -e / (e + 2) with e = expm1(-2|x|), sign restored: no overflow, relative accuracy near 0.
-R vtanh(R x) {
+// tanh x = -e / (e + 2) with e = expm1(-2|x|) in (-1, 0], sign restored: no overflow, relative accuracy
+// near 0, and exactly +-1 in the tails (a true division: an estimated reciprocal would miss 1 by an ulp).
+ENG_VEC_INLINE R vtanh(R x) {
   const R e = vexpm1(V::mul(V::abs(x), V::set(-2.f)));
   return V::copysign(V::div(V::mul(e, V::set(-1.f)), V::add(e, V::set(2.f))), x);
 }
 
-// 1 / (1 + e^-x): e^-x is +inf (giving 0) rather than overflowing to NaN.
-R vsigmoid(R x) { return V::div(V::set(1.f), V::add(V::set(1.f), vexp(V::mul(x, V::set(-1.f))))); }
-
-// erfc |z| by Abramowitz & Stegun 7.1.26 (1.5e-7 absolute): t = 1 / (1 + p|z|), erfc = t P(t) e^{-z^2}.
-R verfc_abs(R z) {
-  const R a = V::abs(z);
-  const R t = V::div(V::set(1.f), V::fma(a, V::set(0.3275911f), V::set(1.f)));
-  R p = V::set(1.061405429f);
-  p = V::fma(p, t, V::set(-1.453152027f));
-  p = V::fma(p, t, V::set(1.421413741f));
-  p = V::fma(p, t, V::set(-0.284496736f));
-  p = V::fma(p, t, V::set(0.254829592f));
-  return V::mul(V::mul(p, t), vexp(V::mul(V::mul(a, a), V::set(-1.f))));
+// s = 1 / (1 + e^-x), exactly 0 and 1 in the tails, and 1 - s without cancellation (the derivatives need
+// it): e^-x s where x >= 0 (e^-x <= 1), 1 - s where s < 1/2.
+ENG_VEC_INLINE R vsigmoid_pair(R x, R& one_minus) {
+  const R e = vexp(V::mul(x, V::set(-1.f)));
+  const R s = V::div(V::set(1.f), V::add(V::set(1.f), e));
+  one_minus = V::select(V::lt(x, V::set(0.f)), V::sub(V::set(1.f), s), V::mul(e, s));
+  return s;
+}
+ENG_VEC_INLINE R vsigmoid(R x) {
+  R one_minus;
+  return vsigmoid_pair(x, one_minus);
 }
 
-// Phi(x) = (1 + erf(x / sqrt 2)) / 2, from erfc so that the lower tail keeps its relative accuracy.
-R vnormal_cdf(R x) {
-  const R c = V::mul(verfc_abs(V::mul(x, V::set(0.70710678118654752f))), V::set(0.5f));
-  return V::select(V::lt(x, V::set(0.f)), c, V::sub(V::set(1.f), c));
+// erf x = x P(x^2) / Q(x^2) on [-4, 4] (a minimax rational form, 7e-8 absolute in exact arithmetic), and
+// +-1 beyond, where erf differs from +-1 by less than 2e-8. NaN stays NaN.
+ENG_VEC_INLINE R verf(R x) {
+  const R z = clamp_keep_nan(x, -4.f, 4.f), z2 = V::mul(z, z);
+  R p = V::set(-2.72614225801306e-10f);
+  p = V::fma(p, z2, V::set(2.77068142495902e-08f));
+  p = V::fma(p, z2, V::set(-2.10102402082508e-06f));
+  p = V::fma(p, z2, V::set(-5.69250639462346e-05f));
+  p = V::fma(p, z2, V::set(-7.34990630326855e-04f));
+  p = V::fma(p, z2, V::set(-2.95459980854025e-03f));
+  p = V::fma(p, z2, V::set(-1.60960333262415e-02f));
+  R q = V::set(-1.45660718464996e-05f);
+  q = V::fma(q, z2, V::set(-2.13374055278905e-04f));
+  q = V::fma(q, z2, V::set(-1.68282697438203e-03f));
+  q = V::fma(q, z2, V::set(-7.37332916720468e-03f));
+  q = V::fma(q, z2, V::set(-1.42647390514189e-02f));
+  return V::div(V::mul(z, p), q);
+}
+
+// Phi(x) = (1 + erf(x / sqrt 2)) / 2
+ENG_VEC_INLINE R vnormal_cdf(R x) {
+  return V::fma(verf(V::mul(x, V::set(0.70710678118654752f))), V::set(0.5f), V::set(0.5f));
 }
 
 constexpr float kSqrt2OverPi = 0.79788456080286535588f, kGeluCubic = 0.044715f;
 constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
 
 // gelu_tanh: 0.5 x (1 + tanh u) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3).
-R gelu_tanh_u2(R x) {
+ENG_VEC_INLINE R gelu_tanh_u2(R x) {
   const R x2 = V::mul(x, x);
   return V::mul(V::mul(x, V::fma(x2, V::set(kGeluCubic), V::set(1.f))), V::set(2 * kSqrt2OverPi));
 }
@@ -196,9 +218,10 @@ void elu_k(const float* x, float* y, int64_t n, float alpha) {
 // d/dx x s(2u) = s + 2 x s (1 - s) u', u' = sqrt(2/pi) (1 + 3 c x^2)
 void gelu_tanh_backward_k(const float* g, const float* x, float* dx, int64_t n) {
   map2(g, x, dx, n, [](R gi, R v) {
-    const R s = vsigmoid(gelu_tanh_u2(v));
+    R s1;
+    const R s = vsigmoid_pair(gelu_tanh_u2(v), s1);
     const R du2 = V::mul(V::fma(V::mul(v, v), V::set(3 * kGeluCubic), V::set(1.f)), V::set(2 * kSqrt2OverPi));
-    const R d = V::fma(V::mul(V::mul(v, s), V::sub(V::set(1.f), s)), du2, s);
+    const R d = V::fma(V::mul(V::mul(v, s), s1), du2, s);
     return V::mul(gi, d);
   });
 }
@@ -216,8 +239,9 @@ void elu_backward_k(const float* g, const float* x, float* dx, int64_t n, float 
 // d/dx x s(x) = s (1 + x (1 - s))
 void silu_backward_k(const float* g, const float* x, float* dx, int64_t n) {
   map2(g, x, dx, n, [](R gi, R v) {
-    const R s = vsigmoid(v);
-    return V::mul(V::mul(gi, s), V::fma(v, V::sub(V::set(1.f), s), V::set(1.f)));
+    R s1;
+    const R s = vsigmoid_pair(v, s1);
+    return V::mul(V::mul(gi, s), V::fma(v, s1, V::set(1.f)));
   });
 }
 
@@ -247,17 +271,7 @@ float max_k(const float* x, int64_t n) {
   return V::any(nan) ? __builtin_nanf("") : V::hmax(m);
 }
 
-// Fills a row whose maximum is NaN or -inf; false if the row is ordinary.
-bool special_row(float m, float* y, int64_t n, float neg_inf_fill) {
-  if (m == m && m != -__builtin_inff()) return false;
-  const float fill = m == m ? neg_inf_fill : m;
-  for (int64_t k = 0; k < n; ++k) y[k] = fill;
-  return true;
-}
-
-void softmax_row_k(const float* x, float* y, int64_t n) {
-  const float mx = max_k(x, n);
-  if (special_row(mx, y, n, 0.f)) return;
+float exp_sub_sum_k(const float* x, float mx, float* y, int64_t n) {
   const R m = V::set(mx);
   R acc = V::set(0.f);
   int64_t i = 0;
@@ -271,7 +285,21 @@ void softmax_row_k(const float* x, float* y, int64_t n) {
     store_tail(y + i, e, n - i);
     acc = V::add(acc, e);
   }
-  const R inv = V::set(1.f / V::hsum(acc));
+  return V::hsum(acc);
+}
+
+// Fills a row whose maximum is NaN or -inf; false if the row is ordinary.
+bool special_row(float m, float* y, int64_t n, float neg_inf_fill) {
+  if (m == m && m != -__builtin_inff()) return false;
+  const float fill = m == m ? neg_inf_fill : m;
+  for (int64_t k = 0; k < n; ++k) y[k] = fill;
+  return true;
+}
+
+void softmax_row_k(const float* x, float* y, int64_t n) {
+  const float mx = max_k(x, n);
+  if (special_row(mx, y, n, 0.f)) return;
+  const R inv = V::set(1.f / exp_sub_sum_k(x, mx, y, n));
   map1(y, y, n, [inv](R e) { return V::mul(e, inv); });
 }
 void log_softmax_row_k(const float* x, float* y, int64_t n) {
@@ -419,6 +447,7 @@ const VecKernels simd_table = {ENG_VEC_NAME,
                                sum_k,
                                max_k,
                                dot_k,
+                               exp_sub_sum_k,
                                softmax_row_k,
                                log_softmax_row_k,
                                softmax_backward_row_k,

@@ -8,6 +8,7 @@
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "engine/threadpool.h"
+#include "engine/vec_kernels.h"
 #include "ops/attention_mask.h"
 #include "ops/attention_rows.h"
 #include "ops/kernel_util.h"
@@ -20,6 +21,28 @@ ENG_REGISTER_OP("flash_attention");
 namespace {
 
 constexpr int64_t kBlockQ = 64, kBlockK = 64;  // a tile of logits is kBlockQ x kBlockK, row stride kBlockK
+
+// The largest of row[0, n), NaN if any is NaN (-inf for n = 0).
+template <class T>
+T row_maximum(const T* row, int64_t n) {
+  T mx = -std::numeric_limits<T>::infinity();
+  for (int64_t j = 0; j < n && !std::isnan(mx); ++j)
+    if (row[j] > mx || std::isnan(row[j])) mx = row[j];
+  return mx;
+}
+float row_maximum(const float* row, int64_t n) { return vec_kernels().max(row, n); }
+
+// row = exp(row - m) in place (-inf gives 0), returning the row's new sum; f32 through the SIMD kernel.
+template <class T>
+T exp_minus(T* row, T m, int64_t n) {
+  T sum = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    row[j] = row[j] == -std::numeric_limits<T>::infinity() ? T(0) : std::exp(row[j] - m);
+    sum += row[j];
+  }
+  return sum;
+}
+float exp_minus(float* row, float m, int64_t n) { return vec_kernels().exp_sub_sum(row, m, row, n); }
 
 // The problem both passes share: operands, sizes, the mask, and the logits of one tile.
 template <class T>
@@ -94,18 +117,14 @@ void flash_forward(const Flash<T>& F, T* out, T* lse) {
         for (int64_t i = 0; i < nq; ++i) {  // online softmax: the tile row becomes exp(s - m_new)
           T* row = s.data() + i * kBlockK;
           T mx = m[size_t(i)];
-          for (int64_t j = 0; j < nk; ++j)  // NaN-first, so that a NaN logit makes the row NaN
-            if (row[j] > mx || std::isnan(row[j])) mx = row[j];
+          const T row_max = row_maximum(row, nk);  // NaN-first, so that a NaN logit makes the row NaN
+          if (row_max > mx || std::isnan(row_max)) mx = row_max;
           if (mx == neg_inf) {  // nothing visible yet in this row
             std::fill(row, row + nk, T(0));
             continue;
           }
           const T alpha = std::exp(m[size_t(i)] - mx);
-          T sum = 0;
-          for (int64_t j = 0; j < nk; ++j) {
-            row[j] = std::exp(row[j] - mx);
-            sum += row[j];
-          }
+          const T sum = exp_minus(row, mx, nk);
           l[size_t(i)] = l[size_t(i)] * alpha + sum;
           m[size_t(i)] = mx;
           if (alpha != T(1))
@@ -137,11 +156,13 @@ struct FlashBackward {
     const T* Di = delta + bh * Lq + i0;
     const T* go = dout + (bh * Lq + i0) * Dv;
     F.logits(s, b, h, i0, nq, j0, nk);
-    for (int64_t i = 0; i < nq; ++i)
-      for (int64_t j = 0; j < nk; ++j) {
-        T& x = s[i * kBlockK + j];
-        x = (x == neg_inf || L[i] == neg_inf) ? T(0) : std::exp(x - L[i]);
-      }
+    for (int64_t i = 0; i < nq; ++i) {
+      T* row = s + i * kBlockK;
+      if (L[i] == neg_inf)
+        std::fill(row, row + nk, T(0));
+      else
+        exp_minus(row, L[i], nk);
+    }
     tile_product<T>(nq, nk, Dv, go, Dv, 1, F.v.at(b, h, j0), 1, F.v.sl, dp, kBlockK, false);
     for (int64_t i = 0; i < nq; ++i)
       for (int64_t j = 0; j < nk; ++j) {
