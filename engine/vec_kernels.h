@@ -50,7 +50,7 @@ struct VecKernels {
   float (*sum)(const float* x, int64_t n);
   float (*max)(const float* x, int64_t n);
   float (*dot)(const float* a, const float* b, int64_t n);
-  // y = exp(x - m) and the sum of y (the inner step of an online softmax; x = -inf gives 0)
+  // y = exp(x - m) and the sum of y, for x - m <= 0 (the inner step of an online softmax; -inf gives 0)
   float (*exp_sub_sum)(const float* x, float m, float* y, int64_t n);
   // One row of n: softmax / log-softmax, NaN anywhere making the row NaN and an all -inf row giving
   // 0 (softmax) or -inf (log); backward from the saved output y and the incoming gradient g.

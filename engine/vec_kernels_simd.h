@@ -62,6 +62,14 @@ ENG_VEC_INLINE R vexp(R x) {
   return V::select(V::gt(x, V::set(88.7228f)), V::set(__builtin_inff()), y);
 }
 
+// e^x for x <= 0 or NaN (a logit minus its row's maximum): vexp without the upper clamp and overflow.
+ENG_VEC_INLINE R vexp_nonpos(R x) {
+  R n;
+  const R r = reduce_ln2(V::max(V::set(-87.3f), x), n);
+  const R y = V::scale2(V::add(V::add(expm1_core(r), r), V::set(1.f)), n);
+  return V::select(V::lt(x, V::set(-87.3f)), V::set(0.f), y);
+}
+
 // e^x - 1 = 2^n (1 + q) - 1 = 2^n q + (2^n - 1) with q = e^r - 1: relative accuracy near 0, where
 // n = 0 and the result is q itself. For x <= 88 (the callers pass x <= 0); -1 below -88; NaN stays NaN.
 ENG_VEC_INLINE R vexpm1(R x) {
@@ -276,12 +284,12 @@ float exp_sub_sum_k(const float* x, float mx, float* y, int64_t n) {
   R acc = V::set(0.f);
   int64_t i = 0;
   for (; i + W <= n; i += W) {
-    const R e = vexp(V::sub(V::load(x + i), m));
+    const R e = vexp_nonpos(V::sub(V::load(x + i), m));
     V::store(y + i, e);
     acc = V::add(acc, e);
   }
   if (i < n) {
-    const R e = vexp(V::sub(load_tail(x + i, n - i, -__builtin_inff()), m));
+    const R e = vexp_nonpos(V::sub(load_tail(x + i, n - i, -__builtin_inff()), m));
     store_tail(y + i, e, n - i);
     acc = V::add(acc, e);
   }
@@ -306,7 +314,7 @@ void log_softmax_row_k(const float* x, float* y, int64_t n) {
   const float mx = max_k(x, n);
   if (special_row(mx, y, n, -__builtin_inff())) return;
   const R m = V::set(mx);
-  const float total = reduce_sum(x, x, n, -__builtin_inff(), 0.f, [m](R a, R) { return vexp(V::sub(a, m)); });
+  const float total = reduce_sum(x, x, n, -__builtin_inff(), 0.f, [m](R a, R) { return vexp_nonpos(V::sub(a, m)); });
   const R lt = vlog(V::set(total));
   // (x - m) first: adding log(total) to a large m would round it away
   map1(x, y, n, [m, lt](R v) { return V::sub(V::sub(v, m), lt); });
@@ -387,7 +395,7 @@ void norm_param_grad_row_k(const float* x, float mu, float rstd, const float* g,
 float cross_entropy_row_k(const float* x, int64_t c, int64_t t, float on, float uniform, float* lse) {
   const float mx = max_k(x, c);
   const R m = V::set(mx);
-  const float s = reduce_sum(x, x, c, -__builtin_inff(), 0.f, [m](R a, R) { return vexp(V::sub(a, m)); });
+  const float s = reduce_sum(x, x, c, -__builtin_inff(), 0.f, [m](R a, R) { return vexp_nonpos(V::sub(a, m)); });
   const float l = mx + V::first(vlog(V::set(s)));
   *lse = l;
   return l - on * x[t] - uniform * (uniform != 0.f ? sum_k(x, c) : 0.f);
