@@ -98,38 +98,36 @@ void norm_forward_f32(const float* x, const float* w, const float* b, float* y, 
   });
 }
 
-// dw and db per column block, rows in order (the same bits for any thread count): float partial sums over
-// 64 rows at a time, added into double, so that thousands of rows keep their precision.
+// One pass over the rows: each block of 64 rows (fixed, whatever the thread count) writes its dx rows and
+// adds g xhat and g into its own float partials of dw and db while the rows are in cache; the partials
+// are then added block by block, in order, in double. The same bits for any thread count.
 void norm_backward_f32(const float* x, const float* w, const float* mean, const float* rstd, const float* g,
                        float* dx, float* dw, float* db, int64_t N, int64_t C) {
+  constexpr int64_t kRows = 64;
   const VecKernels& k = vec_kernels();
-  parallel_for(0, N, std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1)), [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r)
-      k.norm_backward_row(x + r * C, w, mean ? mean + r : nullptr, rstd[r], g + r * C, dx + r * C, C);
+  const int64_t blocks = (N + kRows - 1) / kRows;
+  const bool params = dw || db;
+  std::vector<float> pw(params ? size_t(blocks * C) : 0, 0.f), pb(db ? size_t(blocks * C) : 0, 0.f);
+  parallel_for(0, blocks, std::max<int64_t>(1, 64 / std::max<int64_t>(C / 16, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t blk = lo; blk < hi; ++blk)
+      for (int64_t r = blk * kRows; r < std::min(N, (blk + 1) * kRows); ++r) {
+        const float mu = mean ? mean[r] : 0.f;
+        k.norm_backward_row(x + r * C, w, mean ? mean + r : nullptr, rstd[r], g + r * C, dx + r * C, C);
+        if (params)
+          k.norm_param_grad_row(x + r * C, mu, rstd[r], g + r * C, pw.data() + blk * C,
+                                db ? pb.data() + blk * C : nullptr, C);
+      }
   });
-  if (!dw && !db) return;
-  constexpr int64_t kCols = 256, kRows = 64;
-  parallel_for(0, (C + kCols - 1) / kCols, 1, [&](int64_t blo, int64_t bhi) {
-    float pw[kCols], pb[kCols];
-    double sw[kCols], sb[kCols];
-    for (int64_t blk = blo; blk < bhi; ++blk) {
-      const int64_t c0 = blk * kCols, width = std::min(kCols, C - c0);
-      std::fill(sw, sw + width, 0.0);
-      std::fill(sb, sb + width, 0.0);
-      for (int64_t r0 = 0; r0 < N; r0 += kRows) {
-        std::fill(pw, pw + width, 0.f);
-        std::fill(pb, pb + width, 0.f);
-        for (int64_t r = r0; r < std::min(N, r0 + kRows); ++r)
-          k.norm_param_grad_row(x + r * C + c0, mean ? mean[r] : 0.f, rstd[r], g + r * C + c0, pw, pb, width);
-        for (int64_t j = 0; j < width; ++j) {
-          sw[j] += pw[j];
-          sb[j] += pb[j];
-        }
+  if (!params) return;
+  parallel_for(0, C, 256, [&](int64_t lo, int64_t hi) {
+    for (int64_t c = lo; c < hi; ++c) {
+      double sw = 0, sb = 0;
+      for (int64_t blk = 0; blk < blocks; ++blk) {
+        sw += pw[size_t(blk * C + c)];
+        if (db) sb += pb[size_t(blk * C + c)];
       }
-      for (int64_t j = 0; j < width; ++j) {
-        if (dw) dw[c0 + j] = float(sw[j]);
-        if (db) db[c0 + j] = float(sb[j]);
-      }
+      if (dw) dw[c] = float(sw);
+      if (db) db[c] = float(sb);
     }
   });
 }
