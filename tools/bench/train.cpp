@@ -1,8 +1,12 @@
 // bench train: tokens/s of a training step of the reference model (anchors: ../shared/anchors.md):
 //   4-layer decoder-only, d_model 256, 8 heads, FFN 1024, vocab 256, batch 16 x 256, Adam.
+// With --vs-torch it also runs the same step in PyTorch (tools/reference/train_step_torch.py, which needs
+// python3-torch; nothing else in the build does) right after ours, and prints the ratio.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "engine/allocator.h"
 #include "engine/cli.h"
@@ -18,6 +22,29 @@ using namespace eng;
 
 namespace {
 
+// Runs tools/reference/train_step_torch.py with PyTorch at its best on 2 cores (jemalloc when installed, passive
+// OpenMP waits, OpenBLAS left to pick its own kernels) and returns the tokens/s it reports.
+double torch_tokens_per_s(const std::string& python, const std::vector<int64_t>& args) {
+  std::string cmd = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=passive";
+  const char* jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+  if (FILE* f = std::fopen(jemalloc, "r")) {
+    std::fclose(f);
+    cmd += std::string(" LD_PRELOAD=") + jemalloc + " MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1,thp:always,metadata_thp:auto";
+  }
+  cmd += " " + python + " tools/reference/train_step_torch.py";
+  for (int64_t a : args) cmd += " " + std::to_string(a);
+  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
+  ENG_CHECK(pipe, "bench train --vs-torch: cannot run '", cmd, "'");
+  std::string out;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, pipe)) out += buf;
+  const int status = pclose(pipe);
+  const size_t at = out.rfind("\"tokens_per_s\": ");
+  ENG_CHECK(status == 0 && at != std::string::npos, "bench train --vs-torch: '", cmd,
+            "' failed (run it from the repository root, with python3-torch installed); it printed:\n", out);
+  return std::strtod(out.c_str() + at + 16, nullptr);
+}
+
 int bench_train(int argc, char** argv) {
   Cli cli("bench train", "Times training steps of a decoder-only transformer on random tokens.");
   auto& layers = cli.add_int("layers", 4, "layers");
@@ -30,6 +57,8 @@ int bench_train(int argc, char** argv) {
   auto& attention = cli.add_string("attention", "softmax", "attention variant");
   auto& steps = cli.add_int("steps", 5, "timed steps (after 2 warm-up steps)");
   auto& threads = cli.add_int("threads", 2, "threads");
+  auto& vs_torch = cli.add_bool("vs-torch", false, "also time PyTorch on the same model (needs python3-torch)");
+  auto& python = cli.add_string("python", "/usr/bin/python3", "the Python with torch, for --vs-torch");
   if (!cli.parse(argc, argv, 2)) return 0;
   set_num_threads(int(threads));
   TransformerConfig c;
@@ -67,8 +96,15 @@ int bench_train(int argc, char** argv) {
               (long long)batch, (long long)seq, attention.c_str(), num_threads());
   std::printf("  %lld parameters, %.3f s/step, %.0f tokens/s, peak memory %.1f MiB\n",
               (long long)model.num_parameters(), s, tps, double(allocator::stats().peak_bytes) / (1 << 20));
-  std::printf("  for comparison, not measured here: PyTorch 1.13 tuned, same model and batch, 2 threads: 5780 "
-              "tokens/s (../shared/anchors.md); ratio %.2f\n", tps / 5780.0);
+  if (!vs_torch) {
+    std::printf("  for comparison, not measured here: PyTorch 1.13 tuned, same model and batch, 2 threads, on a "
+                "Zen 5: 5780 tokens/s (../shared/anchors.md; --vs-torch measures it on this machine)\n");
+    return 0;
+  }
+  const double torch_tps = torch_tokens_per_s(python, {layers, d_model, heads, d_ff, vocab, batch, seq,
+                                                       int64_t(num_threads()), steps});
+  std::printf("  PyTorch, same model, batch, steps and threads, measured just after: %.0f tokens/s\n", torch_tps);
+  std::printf("  ours / PyTorch: %.2f\n", tps / torch_tps);
   return 0;
 }
 
