@@ -36,6 +36,7 @@ struct VecKernels {
   void (*gelu_tanh)(const float* x, float* y, int64_t n);
   void (*gelu_erf)(const float* x, float* y, int64_t n);
   void (*elu)(const float* x, float* y, int64_t n, float alpha);
+  void (*elu_plus_one)(const float* x, float* y, int64_t n);  // x > 0 ? x + 1 : e^x (linear attention's map)
   // dx = g * f'(x), from the op's input x
   void (*gelu_tanh_backward)(const float* g, const float* x, float* dx, int64_t n);
   void (*gelu_erf_backward)(const float* g, const float* x, float* dx, int64_t n);

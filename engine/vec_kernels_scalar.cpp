@@ -44,6 +44,10 @@ void elu_ref(const float* x, float* y, int64_t n, float alpha) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] : float(alpha * std::expm1(double(x[i])));
 }
 
+void elu_plus_one_ref(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] + 1 : std::exp(x[i]);
+}
+
 // with u = k (x + c x^3), t = tanh(u): d/dx = (1 + t) / 2 + x (1 - t^2) k (1 + 3 c x^2) / 2
 void gelu_tanh_backward_ref(const float* g, const float* x, float* dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
@@ -214,6 +218,7 @@ const VecKernels& scalar_vec_kernels() {
                             gelu_tanh_ref,
                             gelu_erf_ref,
                             elu_ref,
+                            elu_plus_one_ref,
                             gelu_tanh_backward_ref,
                             gelu_erf_backward_ref,
                             elu_backward_ref,

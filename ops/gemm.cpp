@@ -4,6 +4,7 @@
 #include <new>
 
 #include "engine/threadpool.h"
+#include "engine/vec_kernels.h"
 #include "ops/gemm_kernels.h"
 
 namespace eng {
@@ -165,8 +166,21 @@ void run_tile(const KernelSet<T>& ks, int64_t K, const T* a, int64_t a_rs, int64
 
 // A row or two times a B whose columns are contiguous along k (x Wᵀ for a Linear layer's weight W, as in
 // generation at batch 1): each C element is a dot product over contiguous memory, read once, no packing.
-// Eight partial sums in a fixed order, so the result does not depend on the thread split.
+// Each dot is computed whole by one thread, so the result does not depend on the thread split.
 constexpr int64_t kDotRows = 2;
+
+// Eight partial sums in a fixed order; f32 runs the SIMD dot of engine/vec_kernels.h.
+template <class T>
+T dot(const T* a, const T* b, int64_t K) {
+  T part[8] = {};
+  int64_t k = 0;
+  for (; k + 8 <= K; k += 8)
+    for (int j = 0; j < 8; ++j) part[j] += a[k + j] * b[k + j];
+  T acc = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+  for (; k < K; ++k) acc += a[k] * b[k];
+  return acc;
+}
+float dot(const float* a, const float* b, int64_t K) { return vec_kernels().dot(a, b, K); }
 
 template <class T>
 void gemm_dots(const GemmArgs<T>& g, bool threaded) {
@@ -174,13 +188,7 @@ void gemm_dots(const GemmArgs<T>& g, bool threaded) {
     for (int64_t m = 0; m < g.M; ++m) {
       const T* a = g.A + m * g.a_rs;
       for (int64_t n = lo; n < hi; ++n) {
-        const T* b = g.B + n * g.b_cs;
-        T part[8] = {};
-        int64_t k = 0;
-        for (; k + 8 <= g.K; k += 8)
-          for (int j = 0; j < 8; ++j) part[j] += a[k + j] * b[k + j];
-        T acc = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
-        for (; k < g.K; ++k) acc += a[k] * b[k];
+        const T acc = dot(a, g.B + n * g.b_cs, g.K);
         T* c = g.C + m * g.c_rs + n;
         *c = g.accumulate ? *c + acc : acc;
       }

@@ -7,6 +7,7 @@
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "engine/threadpool.h"
+#include "engine/vec_kernels.h"
 #include "ops/attention_mask.h"
 #include "ops/attention_rows.h"
 #include "ops/fast_exp.h"
@@ -31,6 +32,13 @@ inline T elu_plus_one(T x) {
   const T e = fast_exp(x < 0 ? x : T(0));
   return x > 0 ? x + 1 : e;
 }
+
+// A row of elu + 1 features; f32 through the SIMD kernel (engine/vec_kernels.h).
+template <class T>
+void elu_plus_one_row(const T* src, T* d, int64_t n) {
+  for (int64_t c = 0; c < n; ++c) d[c] = elu_plus_one(src[c]);
+}
+inline void elu_plus_one_row(const float* src, float* d, int64_t n) { vec_kernels().elu_plus_one(src, d, n); }
 
 template <class T>
 inline T relu_feature(T x) {
@@ -79,9 +87,7 @@ void load_features(const Problem<T>& P, const Rows<T>& x, int64_t b, int64_t h, 
       std::fill(d, d + P.M, T(0));
     } else {
       switch (P.f) {  // one loop per map, so that each vectorises
-        case LinearFeature::EluPlusOne:
-          for (int64_t c = 0; c < P.M; ++c) d[c] = elu_plus_one(src[c]);
-          break;
+        case LinearFeature::EluPlusOne: elu_plus_one_row(src, d, P.M); break;
         case LinearFeature::Relu:
           for (int64_t c = 0; c < P.M; ++c) d[c] = relu_feature(src[c]);
           break;

@@ -92,6 +92,7 @@ TEST_CASE("vec kernels: transcendental maps within their stated error of the sca
   check_unary("tanh", &VecKernels::tanh, -12.f, 12.f, 5 * ulp, 0);
   check_unary("tanh near 0", &VecKernels::tanh, -1e-3f, 1e-3f, 5 * ulp, 0, false);
   check_unary("sigmoid", &VecKernels::sigmoid, -80.f, 80.f, 4 * ulp, 0);
+  check_unary("elu_plus_one", &VecKernels::elu_plus_one, -80.f, 80.f, 4 * ulp, 0);
   check_unary("silu", &VecKernels::silu, -80.f, 80.f, 4 * ulp, 0);
   check_unary("gelu_tanh", &VecKernels::gelu_tanh, 0.f, 12.f, 6 * ulp, 1e-30);
   // below 0 it is about x e^{2u}, |2u| up to 150: u's own f32 rounding is amplified by |2u|
