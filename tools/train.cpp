@@ -172,6 +172,8 @@ int run(int argc, char** argv) {
   auto& clip = cli.add_double("clip", 1.0, "clip the global gradient norm (0: off)");
   auto& accum = cli.add_int("accum", 1, "micro-batches accumulated per optimizer step");
   auto& steps = cli.add_int("steps", 6000, "optimizer steps");
+  auto& max_minutes = cli.add_double("max-minutes", 0.0,
+                                     "stop after the first step that ends past this wall time, then evaluate (0: no limit)");
   auto& batch = cli.add_int("batch", 32, "sequences (utterances, images) per micro-batch");
   auto& seed = cli.add_int("seed", 1, "seed of the model and the data");
   auto& threads = cli.add_int("threads", 0, "threads (0: ENG_THREADS or all cores)");
@@ -204,6 +206,7 @@ int run(int argc, char** argv) {
   set_detect_anomaly(anomaly);
   ENG_CHECK(steps >= 1 && batch >= 1 && accum >= 1 && log_every >= 1, "train: --steps, --batch, --accum and "
             "--log-every must be >= 1");
+  ENG_CHECK(max_minutes >= 0, "train: --max-minutes must be >= 0, got ", max_minutes);
 
   TransformerConfig c;
   c.d_model = d_model;
@@ -393,6 +396,7 @@ int run(int argc, char** argv) {
     }
     grad_norm = clip_grad_norm(optimizer->params(), clip > 0 ? clip : INFINITY);
     ++step;
+    const bool last = step == steps || (max_minutes > 0 && progress.elapsed_seconds() >= 60 * max_minutes);
     const std::string bad = first_nonfinite_of_step(step_loss, job->model());
     if (!bad.empty()) {
       ENG_CHECK(on_nan == "skip", "train: step ", step, ": ", bad, "; stopped (the last checkpoint is kept; "
@@ -408,7 +412,7 @@ int run(int argc, char** argv) {
       window_loss += step_loss;
       ++window_steps;
     }
-    if (step % log_every == 0 || step == steps) {
+    if (step % log_every == 0 || last) {
       double now = progress.elapsed_seconds();
       double tps = double(window_tokens) / std::max(now - window_start, 1e-9);
       double l = window_steps ? window_loss / double(window_steps) : NAN;
@@ -424,7 +428,6 @@ int run(int argc, char** argv) {
       window_correct = window_counted = window_tokens = window_steps = window_edits = window_labels = 0;
       window_start = now;
     }
-    bool last = step == steps;
     if ((eval_every > 0 && step % eval_every == 0) || last) {
       last_eval = evaluate(*job, eval_batches, batch, eval_seed);
       progress.finish();
@@ -441,6 +444,7 @@ int run(int argc, char** argv) {
       }
     }
     if (!ckpt.empty() && (step % ckpt_every == 0 || last)) save(step);
+    if (last) break;
   }
   progress.finish();
   std::printf("final: step %lld, eval loss %.4f, accuracy %.2f%%%s%s, wall %.1f s", (long long)step, last_eval.loss,
