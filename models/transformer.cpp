@@ -18,6 +18,7 @@ namespace eng {
 void TransformerConfig::validate() const {
   ENG_CHECK(vocab >= 2, "config: vocab must be >= 2, got ", vocab);
   ENG_CHECK(d_model >= 1 && heads >= 1, "config: d_model and heads must be >= 1");
+  ENG_CHECK(outputs >= 0, "config: outputs must be >= 0 (0 = vocab), got ", outputs);
   ENG_CHECK(d_model % heads == 0, "config: d_model ", d_model, " is not divisible by heads ", heads);
   ENG_CHECK(kv_heads == 0 || (kv_heads >= 1 && kv_heads <= heads && heads % kv_heads == 0), "config: kv_heads ",
             kv_heads, " must divide heads ", heads, " (0 = heads, 1 = multi-query)");
@@ -117,6 +118,7 @@ std::map<std::string, std::string> TransformerConfig::to_map() const {
   // Likewise recorded only when on: old checkpoints and plain models load as reversible = false.
   if (reversible) m["reversible"] = "true";
   if (mem_len != 0) m["mem_len"] = std::to_string(mem_len);
+  if (outputs != 0) m["outputs"] = std::to_string(outputs);
   return m;
 }
 
@@ -132,6 +134,7 @@ TransformerConfig TransformerConfig::from_map(const std::map<std::string, std::s
     else if (k == "decoder_layers") c.decoder_layers = to_int(k, v);
     else if (k == "max_len") c.max_len = to_int(k, v);
     else if (k == "mem_len") c.mem_len = to_int(k, v);
+    else if (k == "outputs") c.outputs = to_int(k, v);
     else if (k == "dropout") c.dropout = to_double(k, v);
     else if (k == "attention") c.attention = v;
     else if (k == "attention_options") c.attention_options = split_options(v);
@@ -318,7 +321,7 @@ const TransformerConfig& validated(const TransformerConfig& c) {
 
 LanguageModel::LanguageModel(const TransformerConfig& c, bool causal)
     : cfg_(validated(c)), rng_(c.seed), causal_(causal), embed(c, rng_), final_norm(final_norm_for(c)),
-      head(c.d_model, c.vocab, rng_) {
+      head(c.d_model, c.outputs > 0 ? c.outputs : c.vocab, rng_) {
   register_module("embed", embed);
   const int64_t n = std::max(c.decoder_layers, c.encoder_layers);
   for (int64_t i = 0; i < n; ++i) {
@@ -369,7 +372,7 @@ Tensor LanguageModel::step(const Tensor& ids_t, State& state) const {
   }
   state.length++;
   if (final_norm) x = final_norm->forward(x);
-  return reshape(head.forward(x), {ids_t.size(0), cfg_.vocab});
+  return reshape(head.forward(x), {ids_t.size(0), cfg_.outputs > 0 ? cfg_.outputs : cfg_.vocab});
 }
 
 EncoderDecoder::EncoderDecoder(const TransformerConfig& c)

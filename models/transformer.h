@@ -24,6 +24,9 @@ namespace eng {
 
 struct TransformerConfig {
   int64_t vocab = 16;        // token vocabulary (shared by source and target)
+  // Width of the language model's output head: 0 = vocab (logits of a softmax over tokens); else, e.g., the 3K
+  // parameters of a discretised mixture of K logistics per position (ops/dmol.h).
+  int64_t outputs = 0;
   int64_t d_model = 64;
   int64_t heads = 4;
   int64_t kv_heads = 0;      // K/V heads of every attention layer: 0 = heads (MHA), 1 = MQA, else GQA
@@ -132,7 +135,7 @@ class LanguageModel : public Module {
 
  public:
   explicit LanguageModel(const TransformerConfig& c, bool causal = true);
-  // ids [B, L] -> logits [B, L, vocab]
+  // ids [B, L] -> logits [B, L, vocab] (or [B, L, outputs] when the config sets outputs)
   Tensor forward(const Tensor& ids, const std::vector<int64_t>& lengths = {}) const;
 
   // Transformer-XL (models/xl_memory.h, defined in xl_memory.cpp): one segment ids [B, L] after the segments

@@ -99,6 +99,27 @@ TEST_CASE("encoder-decoder: greedy decoding with the cache equals re-running the
   }
 }
 
+TEST_CASE("an output head wider than the vocabulary (outputs): forward and step give outputs values per position") {
+  TransformerConfig c = tiny(PositionalKind::Learned);
+  c.outputs = 9;  // e.g. the 3K parameters of a mixture of K = 3 logistics
+  CHECK(TransformerConfig::from_map(c.to_map()).outputs == 9);
+  LanguageModel m(c);
+  m.to(DType::F64);
+  m.eval();
+  NoGradGuard no_grad;
+  Tensor x = ids({1, 4, 2, 0, 3, 3}, {2, 3});
+  Tensor full = m.forward(x);
+  CHECK(full.shape() == Shape{2, 3, 9});
+  auto st = m.new_state();
+  for (int64_t t = 0; t < 3; ++t) {
+    Tensor lt = m.step(squeeze(narrow(x, 1, t, 1), 1), st);
+    CHECK(lt.shape() == Shape{2, 9});
+    CHECK(eng::test::max_abs_diff(lt, squeeze(narrow(full, 1, t, 1), 1)) < 1e-10);
+  }
+  c.outputs = -1;
+  CHECK_THROWS_WITH(c.validate(), "config: outputs must be >= 0 (0 = vocab), got -1");
+}
+
 TEST_CASE("config: round trip through metadata, clear errors") {
   TransformerConfig c = tiny(PositionalKind::Alibi, false);
   c.attention_options.set("impl", "naive");

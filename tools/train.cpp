@@ -132,6 +132,8 @@ int run(int argc, char** argv) {
   auto& test_images = cli.add_int("test-images", 10000, "pixels, classify: test images scored at the end (bits/dim, "
                                   "accuracy)");
   auto& samples = cli.add_string("samples", "", "pixels: PNG grid of samples and completions written at the end");
+  auto& mixtures = cli.add_int("mixtures", 0, "pixels: 0 = a 256-way softmax per pixel; K = a discretised mixture of K "
+                               "logistics (PixelCNN++, ops/dmol.h)");
   auto& patch = cli.add_int("patch", 4, "classify: patch side P; an image becomes (28/P)^2 tokens of P*P values");
   auto& phonemes = cli.add_int("phonemes", 20, "ctc: distinct phonemes (P + 1 output classes with the blank)");
   auto& features = cli.add_int("features", 16, "ctc: features per frame");
@@ -232,7 +234,7 @@ int run(int argc, char** argv) {
   const std::vector<std::string> seq{"copy", "reverse", "sort"}, ctc{"ctc"};
   const std::vector<std::pair<std::string, std::vector<std::string>>> readers{
       {"data", {"text", "mlm", "pixels", "classify"}}, {"test-images", {"pixels", "classify"}},
-      {"samples", {"pixels"}}, {"patch", {"classify"}}, {"seq-len", {"copy", "reverse", "sort", "text", "mlm"}},
+      {"samples", {"pixels"}}, {"mixtures", {"pixels"}}, {"patch", {"classify"}}, {"seq-len", {"copy", "reverse", "sort", "text", "mlm"}},
       {"symbols", seq},
       {"fixed-length", seq}, {"encoder-layers", {"reverse", "sort"}}, {"phonemes", ctc}, {"features", ctc},
       {"noise", ctc}, {"min-labels", ctc}, {"max-labels", ctc}, {"min-duration", ctc}, {"max-duration", ctc},
@@ -286,7 +288,9 @@ int run(int argc, char** argv) {
     c.encoder_layers = 0;
     c.max_len = splits.train.image_bytes();
     ENG_CHECK(test_images >= 1, "train: --test-images must be >= 1, got ", test_images);
-    job = make_pixel_job(c, std::move(splits), test_images, samples);
+    ENG_CHECK(mixtures >= 0, "train: --mixtures must be >= 0, got ", mixtures);
+    c.outputs = 3 * mixtures;
+    job = make_pixel_job(c, std::move(splits), test_images, samples, mixtures);
   } else if (task_name == "ctc") {
     CTCTaskOptions opt;
     opt.phonemes = phonemes;

@@ -64,7 +64,7 @@ std::unique_ptr<Job> make_text_job(const TransformerConfig& c, const std::string
 // bits per masked character; the task for attention that cannot be causal (linformer).
 std::unique_ptr<Job> make_masked_text_job(const TransformerConfig& c, const std::string& path, int64_t len);
 std::unique_ptr<Job> make_pixel_job(const TransformerConfig& c, ImageSplits splits, int64_t test_images,
-                                    std::string samples);
+                                    std::string samples, int64_t mixtures);
 std::unique_ptr<Job> make_seq2seq_job(const TransformerConfig& c, const Seq2SeqTask& task);
 // Frames to phoneme labels with a FrameEncoder and CTC (c.vocab = task.classes(), c.encoder_layers the depth);
 // the label error rate on `test_utterances` fixed test utterances at the end.

@@ -10,9 +10,11 @@
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "models/xl_memory.h"
+#include "ops/dmol.h"
 #include "ops/index.h"
 #include "ops/reduce.h"
 #include "ops/softmax.h"
+#include "ops/unary.h"
 #include "tools/train/job.h"
 
 namespace eng::jobs {
@@ -169,11 +171,13 @@ class TextJob : public Job {
 // end bits/dim on the first --test-images test images and, with --samples PATH, a PNG grid of unconditional
 // samples and of test images whose lower half the model completed (the paper's Figure 3), both generated with the
 // recurrent form.
+// With --mixtures K the model's head gives the 3K parameters of a discretised mixture of logistics per pixel
+// (ops/dmol.h, the paper's option) instead of 256 logits.
 class PixelJob : public Job {
  public:
-  PixelJob(const TransformerConfig& c, ImageSplits splits, int64_t test_images, std::string samples)
+  PixelJob(const TransformerConfig& c, ImageSplits splits, int64_t test_images, std::string samples, int64_t mixtures)
       : splits_(std::move(splits)), train_(splits_.train), valid_(splits_.valid), test_(splits_.test),
-        test_images_(test_images), samples_(std::move(samples)), model_(c, true) {}
+        test_images_(test_images), samples_(std::move(samples)), mixtures_(mixtures), model_(c, true) {}
   Module& model() override { return model_; }
   Rng& model_rng() override { return model_.rng(); }
   StepResult run(int64_t batch, Rng& data) override {
@@ -203,7 +207,42 @@ class PixelJob : public Job {
   }
 
  private:
-  StepResult score(const LMBatch& b) { return score_lm(model_, b); }
+  StepResult score(const LMBatch& b) {
+    if (mixtures_ == 0) return score_lm(model_, b);
+    const Tensor params = model_.forward(b.inputs);
+    StepResult r;
+    r.loss = neg(mean(dmol_log_prob(params, b.targets, kLevels)));
+    r.tokens = b.inputs.numel();
+    // accuracy: the heaviest component's mean, rounded to a level
+    const Tensor p = params.detach().to(DType::F64).contiguous();
+    const int64_t K = mixtures_;
+    for (int64_t i = 0; i < b.targets.numel(); ++i) {
+      const double* row = p.data<double>() + i * 3 * K;
+      int64_t best = 0;
+      for (int64_t k = 1; k < K; ++k)
+        if (row[k] > row[best]) best = k;
+      const double level = std::round((std::fmin(1.0, std::fmax(-1.0, row[K + best])) + 1) / 2 * (kLevels - 1));
+      r.correct += int64_t(level) == b.targets.data<int64_t>()[i];
+      ++r.counted;
+    }
+    if (model_.training()) r.penalty = model_.attention_penalty();
+    return r;
+  }
+  // The next pixel of each row from the model's output at one position: sampled from the softmax over the 256
+  // values, or from the mixture.
+  Tensor draw(const Tensor& out, Rng& rng) {
+    if (mixtures_ > 0) return dmol_sample(out, kLevels, rng);
+    const Tensor p = softmax(out, -1).to(DType::F64).contiguous();
+    Tensor v = empty({p.size(0)}, DType::I64);
+    for (int64_t i = 0; i < p.size(0); ++i) {
+      double u = rng.uniform();
+      const double* row = p.data<double>() + i * p.size(1);
+      int64_t k = 0;
+      while (k < kLevels - 1 && u >= row[k]) u -= row[k++];
+      v.data<int64_t>()[i] = k;
+    }
+    return v;
+  }
   // Row 1-2: 16 unconditional samples; rows 3-4: 8 test images with their lower halves generated, each beside the
   // original. Sampling at temperature 1 with the recurrent form.
   std::string write_samples() {
@@ -216,17 +255,10 @@ class PixelJob : public Job {
     Rng rng(2020);
     Tensor cur = full({24}, double(PixelTask::kStart), DType::I64);
     for (int64_t t = 0; t < L; ++t) {
-      const Tensor p = softmax(model_.step(cur, state), -1).to(DType::F64).contiguous();
+      const Tensor drawn = draw(model_.step(cur, state), rng);
       cur = empty({24}, DType::I64);
       for (int64_t i = 0; i < 24; ++i) {
-        int64_t v = 0;
-        if (i >= 16 && t < given) {
-          v = int64_t(originals.targets.at({i - 16, t}));
-        } else {
-          double u = rng.uniform();
-          const double* row = p.data<double>() + i * p.size(1);
-          while (v < 255 && u >= row[v]) u -= row[v++];
-        }
+        const int64_t v = i >= 16 && t < given ? int64_t(originals.targets.at({i - 16, t})) : drawn.data<int64_t>()[i];
         cur.data<int64_t>()[i] = v;
         tokens.data<int64_t>()[i * L + t] = v;
       }
@@ -238,8 +270,10 @@ class PixelJob : public Job {
 
   ImageSplits splits_;
   PixelTask train_, valid_, test_;
+  static constexpr int64_t kLevels = 256;
   int64_t test_images_;
   std::string samples_;
+  int64_t mixtures_;
   LanguageModel model_;
 };
 
@@ -254,8 +288,8 @@ std::unique_ptr<Job> make_text_job(const TransformerConfig& c, const std::string
 }
 
 std::unique_ptr<Job> make_pixel_job(const TransformerConfig& c, ImageSplits splits, int64_t test_images,
-                                    std::string samples) {
-  return std::make_unique<PixelJob>(c, std::move(splits), test_images, std::move(samples));
+                                    std::string samples, int64_t mixtures) {
+  return std::make_unique<PixelJob>(c, std::move(splits), test_images, std::move(samples), mixtures);
 }
 
 }  // namespace eng::jobs
