@@ -177,7 +177,11 @@ class PixelJob : public Job {
  public:
   PixelJob(const TransformerConfig& c, ImageSplits splits, int64_t test_images, std::string samples, int64_t mixtures)
       : splits_(std::move(splits)), train_(splits_.train), valid_(splits_.valid), test_(splits_.test),
-        test_images_(test_images), samples_(std::move(samples)), mixtures_(mixtures), model_(c, true) {}
+        test_images_(test_images), samples_(std::move(samples)), mixtures_(mixtures), model_(c, true) {
+    // checked before training, not after it: the samples are generated with the recurrent form
+    ENG_CHECK(samples_.empty() || model_.layers.front()->self_attn.mechanism().new_state(), "train pixels: --samples "
+              "needs an attention variant with a recurrent form (", c.attention, " has none)");
+  }
   Module& model() override { return model_; }
   Rng& model_rng() override { return model_.rng(); }
   StepResult run(int64_t batch, Rng& data) override {
@@ -246,8 +250,6 @@ class PixelJob : public Job {
   // Row 1-2: 16 unconditional samples; rows 3-4: 8 test images with their lower halves generated, each beside the
   // original. Sampling at temperature 1 with the recurrent form.
   std::string write_samples() {
-    ENG_CHECK(model_.layers.front()->self_attn.mechanism().new_state(), "train pixels: --samples needs an attention "
-              "variant with a recurrent form");
     const int64_t L = train_.length(), given = L / 2;
     const LMBatch originals = test_.range(0, 8);
     Tensor tokens = zeros({24, L}, DType::I64);
