@@ -108,7 +108,7 @@ void norm_backward_f32(const float* x, const float* w, const float* mean, const 
   const int64_t blocks = (N + kRows - 1) / kRows;
   const bool params = dw || db;
   std::vector<float> pw(params ? size_t(blocks * C) : 0, 0.f), pb(db ? size_t(blocks * C) : 0, 0.f);
-  parallel_for(0, blocks, std::max<int64_t>(1, 64 / std::max<int64_t>(C / 16, 1)), [&](int64_t lo, int64_t hi) {
+  parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t blk = lo; blk < hi; ++blk)
       for (int64_t r = blk * kRows; r < std::min(N, (blk + 1) * kRows); ++r) {
         const float mu = mean ? mean[r] : 0.f;

@@ -60,6 +60,7 @@ int bench_train(int argc, char** argv) {
   auto& vs_torch = cli.add_bool("vs-torch", false, "also time PyTorch on the same model (needs python3-torch)");
   auto& python = cli.add_string("python", "/usr/bin/python3", "the Python with torch, for --vs-torch");
   if (!cli.parse(argc, argv, 2)) return 0;
+  ENG_CHECK(vs_torch || !cli.was_set("python"), "bench train: --python is for --vs-torch");
   set_num_threads(int(threads));
   TransformerConfig c;
   c.vocab = vocab;
