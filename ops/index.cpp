@@ -14,6 +14,7 @@ namespace eng {
 
 ENG_REGISTER_OP("concat");
 ENG_REGISTER_OP("index_select");
+ENG_REGISTER_OP("index_add");
 ENG_REGISTER_OP("gather");
 ENG_REGISTER_OP("embedding");
 
@@ -164,6 +165,26 @@ Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) {
     return std::vector<Tensor>{gx, Tensor()};
   };
   return record(out, "index_select", {xc, index}, backward);
+}
+
+Tensor index_add(const Tensor& src, int64_t axis, const Tensor& index, int64_t n) {
+  check_floating(src, "index_add", "src");
+  check_index_dtype(index, "index_add", "index");
+  const int64_t d = wrap_axis(axis, src.dim(), "index_add"), m = index.numel();
+  ENG_CHECK(index.dim() == 1 && m == src.shape()[size_t(d)], "index_add: index of shape ", index.shape(),
+            " must be 1-D with one entry per row of axis ", d, " of src of shape ", src.shape());
+  ENG_CHECK(n >= 0, "index_add: output size ", n, " must be >= 0");
+  check_indices(index, n, "index_add", "an output axis of size " + std::to_string(n));
+  Tensor sc = src.contiguous(), ic = index.contiguous();
+  int64_t outer, inner;
+  split_at_axis(src.shape(), d, outer, inner);
+  Shape shape = src.shape();
+  shape[size_t(d)] = n;
+  Tensor out = zeros(shape, src.dtype());
+  ENG_DISPATCH(src.dtype(), T, scatter_add_rows(sc.data<T>(), out.data<T>(), ic.data<int64_t>(), outer, n, m, inner));
+  return record(out, "index_add", {sc, index}, [d, ic](const Tensor& g) {
+    return std::vector<Tensor>{index_select(g, d, ic), Tensor()};
+  });
 }
 
 Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) {

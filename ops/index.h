@@ -15,6 +15,9 @@ std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t axis = 0);
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t axis = 0);
 // out = x with `axis` replaced by index.numel() entries: out[..., i, ...] = x[..., index[i], ...].
 Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index);
+// The adjoint of index_select: out has src's shape with `axis` of size n, zero but for
+// out[..., index[i], ...] += src[..., i, ...] (repeated indices add up). Differentiable in src.
+Tensor index_add(const Tensor& src, int64_t axis, const Tensor& index, int64_t n);
 // torch.gather: index has x's rank (and no larger size outside axis); out has index's shape and
 // out[i][j] = x[i][index[i][j]] for axis 1.
 Tensor gather(const Tensor& x, int64_t axis, const Tensor& index);

@@ -1,8 +1,11 @@
 #include "ops/cumsum.h"
 
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "ops/binary.h"
+#include "ops/select.h"
 #include "ops/view.h"
 #include "tests/gradcheck.h"
 
@@ -110,4 +113,72 @@ TEST_CASE("cumsum: errors name the op") {
   CHECK_THROWS_WITH(cumsum(scalar_tensor(1), 1), "cumsum: axis 1 out of range for a 0-D tensor");
   CHECK_THROWS_WITH(cumsum(zeros({2}, DType::I64), 0),
                     "cumsum: i64 tensors hold indices; this needs a floating tensor (f32 or f64)");
+}
+
+GRADCHECK("logcumsumexp") {
+  check_gradients([](auto v) { return logcumsumexp(v[0], 1); }, {uniform({3, 5}, 11, -3, 3)});
+  check_gradients([](auto v) { return logcumsumexp(v[0], 0); }, {uniform({4, 3, 2}, 12, -3, 3)});
+  check_gradients([](auto v) { return logcumsumexp(transpose(v[0]), 1); }, {uniform({6, 3}, 13, -3, 3)});
+  // −inf entries (as the causal Sinkhorn balancing has): their gradient is 0 and nothing turns into NaN; a line
+  // that starts with −inf has −inf outputs, zeroed here so that the finite differences stay finite.
+  const Tensor in_mask = from_vector(std::vector<double>{1, 0, 1, 0, 0, 1, 1, 0, 0, 1}, {2, 5}, DType::I64);
+  const Tensor out_mask = from_vector(std::vector<double>{1, 0, 0, 0, 0, 1, 1, 0, 0, 0}, {2, 5}, DType::I64);
+  check_gradients(
+      [&](auto v) {
+        const double inf = std::numeric_limits<double>::infinity();
+        return masked_fill(logcumsumexp(masked_fill(v[0], in_mask, -inf), 1), out_mask, 0.0);
+      },
+      {uniform({2, 5}, 14, -3, 3)});
+}
+
+TEST_CASE("logcumsumexp: equals log(cumsum(exp)), without overflow, −inf entries skipped") {
+  Tensor x = uniform({7, 33}, 15, -5, 5);
+  const auto xv = x.to_vector();
+  std::vector<double> want(xv.size());
+  for (int64_t r = 0; r < 7; ++r) {
+    double s = 0;
+    for (int64_t c = 0; c < 33; ++c) {
+      s += std::exp(xv[size_t(r * 33 + c)]);
+      want[size_t(r * 33 + c)] = std::log(s);
+    }
+  }
+  const Tensor w = from_vector(want, {7, 33}, DType::F64);
+  CHECK(allclose(logcumsumexp(x, 1), w, 1e-13, 1e-13));
+  CHECK(allclose(logcumsumexp(x.to(DType::F32), -1), w, 1e-6, 1e-6));
+  CHECK(allclose(logcumsumexp(transpose(x), 0), transpose(w), 1e-13, 1e-13));
+  // exp(1000) overflows; the scan does not
+  CHECK(allclose(logcumsumexp(add_scalar(x, 1000.0), 1), add_scalar(w, 1000.0), 1e-13, 1e-10));
+
+  const double inf = std::numeric_limits<double>::infinity();
+  const Tensor y = logcumsumexp(from_vector(std::vector<double>{-inf, -inf, 0, -inf, 1}, {5}, DType::F64), 0);
+  const auto yv = y.to_vector();
+  CHECK(yv[0] == -inf);
+  CHECK(yv[1] == -inf);
+  CHECK(yv[2] == 0);
+  CHECK(yv[3] == 0);
+  CHECK(yv[4] == doctest::Approx(std::log(1 + std::exp(1.0))).epsilon(1e-14));
+  CHECK(std::isnan(logcumsumexp(from_vector(std::vector<double>{0, NAN, 0}, {3}, DType::F64), 0).to_vector()[2]));
+}
+
+TEST_CASE("logcumsumexp: the gradient stays finite at −inf and at large values") {
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor x = from_vector(std::vector<double>{-inf, 500, 501, -inf, 499}, {5}, DType::F64);
+  x.set_requires_grad(true);
+  logcumsumexp(x, 0).backward(ones({5}, DType::F64));
+  const auto g = x.grad().to_vector();
+  CHECK(g[0] == 0);
+  CHECK(g[3] == 0);
+  // out = [−inf, 500, L2, L2, L4]: Σ_i ∂out_i/∂x_j over i >= j, softmax weights of x_j within each prefix
+  const double l2 = 501 + std::log1p(std::exp(-1.0)), l4 = l2 + std::log1p(std::exp(499 - l2));
+  CHECK(g[1] == doctest::Approx(1 + 2 * std::exp(500 - l2) + std::exp(500 - l4)).epsilon(1e-12));
+  CHECK(g[4] == doctest::Approx(std::exp(499 - l4)).epsilon(1e-12));
+  double total = 0;
+  for (double v : g) total += v;
+  CHECK(total == doctest::Approx(4).epsilon(1e-12));  // each finite output's weights sum to 1
+}
+
+TEST_CASE("logcumsumexp: errors name the op") {
+  CHECK_THROWS_WITH(logcumsumexp(zeros({2, 3}), 2), "logcumsumexp: axis 2 out of range for a 2-D tensor");
+  CHECK_THROWS_WITH(logcumsumexp(zeros({2}, DType::I64), 0),
+                    "logcumsumexp: i64 tensors hold indices; this needs a floating tensor (f32 or f64)");
 }

@@ -32,6 +32,33 @@ GRADCHECK("index_select") {
                   {ids({1, 3, 1}, {3})});
 }
 
+GRADCHECK("index_add") {
+  check_gradients([](auto v) { return index_add(v[0], 1, v[1], 4); }, {uniform({2, 5, 3}, 1)}, {},
+                  {ids({3, 0, 3, 3, 1}, {5})});
+  check_gradients([](auto v) { return index_add(transpose(v[0]), 0, v[1], 2); }, {uniform({3, 4}, 2)}, {},
+                  {ids({1, 1, 0, 1}, {4})});
+}
+
+TEST_CASE("index: index_add by hand, and it is index_select's adjoint") {
+  const Tensor src = from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {3, 2}, DType::F64);
+  CHECK(index_add(src, 0, ids({2, 0, 2}, {3}), 4).to_vector() == std::vector<double>{3, 4, 0, 0, 6, 8, 0, 0});
+  CHECK(index_add(src, 1, ids({1, 1}, {2}), 3).to_vector() == std::vector<double>{0, 3, 0, 0, 7, 0, 0, 11, 0});
+  CHECK(index_add(zeros({0, 2}, DType::F64), 0, ids({}, {0}), 2).to_vector() == std::vector<double>{0, 0, 0, 0});
+  // <index_add(s), x> == <s, index_select(x)> for any s, x
+  const Tensor s = uniform({6, 3}, 5), x = uniform({4, 3}, 6), idx = ids({3, 1, 1, 0, 3, 2}, {6});
+  double a = 0, b = 0;
+  const auto av = index_add(s, 0, idx, 4).to_vector(), xv = x.to_vector(), sv = s.to_vector(),
+             bv = index_select(x, 0, idx).to_vector();
+  for (size_t e = 0; e < av.size(); ++e) a += av[e] * xv[e];
+  for (size_t e = 0; e < sv.size(); ++e) b += sv[e] * bv[e];
+  CHECK(a == doctest::Approx(b).epsilon(1e-14));
+  CHECK_THROWS_WITH(index_add(src, 0, ids({0, 4, 1}, {3}), 4),
+                    "index_add: index 4 out of range [0, 4) for an output axis of size 4");
+  CHECK_THROWS_WITH(index_add(src, 0, ids({0, 1}, {2}), 4),
+                    "index_add: index of shape [2] must be 1-D with one entry per row of axis 0 of src of shape [3, 2]");
+  CHECK_THROWS_WITH(index_add(src, 0, zeros({3}), 4), "index_add: index must be i64, got f32 [3]");
+}
+
 GRADCHECK("gather") {
   // index smaller than x outside the axis, with repeats
   check_gradients([](auto v) { return gather(v[0], 1, v[1]); }, {uniform({3, 4}, 1)}, {},

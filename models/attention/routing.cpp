@@ -8,6 +8,7 @@
 
 #include "engine/error.h"
 #include "engine/rng.h"
+#include "engine/threadpool.h"
 #include "ops/binary.h"
 #include "ops/index.h"
 #include "ops/matmul.h"
@@ -91,24 +92,25 @@ RoutingAttention::Routes RoutingAttention::route_normalised(const Tensor& q, con
   ENG_CHECK(H == heads_ && D == head_dim_, "routing attention: q ", q.shape(), " needs ", heads_, " heads of dim ",
             head_dim_, " (the centroids are [", heads_, ", ", C, ", ", head_dim_, "])");
   const std::vector<double> x = q.to_vector(), y = k.to_vector(), mu = centroids_.to_vector();
-  std::vector<int64_t> qs(size_t(B * H * C * w)), ks(qs.size()), perm(static_cast<size_t>(N));
-  std::vector<double> sq(static_cast<size_t>(N)), sk(static_cast<size_t>(N));
+  std::vector<int64_t> qs(size_t(B * H * C * w)), ks(qs.size());
   const double inf = std::numeric_limits<double>::infinity();
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t len = real_length(mask, b, N);
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t c = 0; c < C; ++c) {
-        const double* m = &mu[size_t((h * C + c) * D)];
-        for (int64_t i = 0; i < N; ++i) {
-          const size_t row = size_t(((b * H + h) * N + i) * D);
-          sq[size_t(i)] = score(m, &x[row], D);
-          sk[size_t(i)] = i < len ? score(m, &y[row], D) : -inf;  // padded keys fill a set only when nothing else can
-        }
-        const size_t at = size_t(((b * H + h) * C + c) * w);
-        top_w(sq, w, perm, &qs[at]);
-        top_w(sk, w, perm, &ks[at]);
+  // Every (b, h, c) picks its own two sets: independent tasks, each with its own scratch.
+  parallel_for(0, B * H * C, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<int64_t> perm(static_cast<size_t>(N));
+    std::vector<double> sq(static_cast<size_t>(N)), sk(static_cast<size_t>(N));
+    for (int64_t task = lo; task < hi; ++task) {
+      const int64_t b = task / (H * C), h = task / C % H, c = task % C, len = real_length(mask, b, N);
+      const double* m = &mu[size_t((h * C + c) * D)];
+      for (int64_t i = 0; i < N; ++i) {
+        const size_t row = size_t(((b * H + h) * N + i) * D);
+        sq[size_t(i)] = score(m, &x[row], D);
+        sk[size_t(i)] = i < len ? score(m, &y[row], D) : -inf;  // padded keys fill a set only when nothing else can
       }
-  }
+      const size_t at = size_t(task * w);
+      top_w(sq, w, perm, &qs[at]);
+      top_w(sk, w, perm, &ks[at]);
+    }
+  });
   return {from_vector(as_doubles(qs), {B, H, C, w}, DType::I64), from_vector(as_doubles(ks), {B, H, C, w}, DType::I64)};
 }
 
@@ -166,39 +168,38 @@ Tensor RoutingAttention::forward(const Tensor& q, const Tensor& k, const Tensor&
   const int64_t C = clusters_, w = r.queries.size(3), BH = B * H;
   const std::vector<double> qd = r.queries.to_vector(), kd = r.keys.to_vector();
 
-  // The additive term of the routed logits [B, H, C, w, w] (0 or −inf), and, per (query, centroid), the row of
-  // o_i^(c) in the flattened routed output with the weight 1/|S_i| it enters the mean with (0 outside S_i).
+  // The additive term of the routed logits [B, H, C, w, w] (0 or −inf), written straight into a tensor (C·w² can
+  // be N^1.5 entries), and the weight each routed output row o_i^(c) enters the mean of query i with: 1/|S_i|, or
+  // 0 when the row sees no key. The rows are then added into place: O(C·w·Dv) memory, never N × C.
   const double inf = std::numeric_limits<double>::infinity();
-  std::vector<double> bias(size_t(BH * C * w * w), 0.0), weight(size_t(BH * N * C), 0.0);
-  std::vector<int64_t> pick(weight.size(), 0), in_sets(size_t(BH * N), 0);
-  for (int64_t bh = 0; bh < BH; ++bh)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t s = 0; s < w; ++s) {
-        const size_t set = size_t((bh * C + c) * w);
-        const int64_t i = int64_t(qd[set + size_t(s)]), end = attention_key_end(mask, bh / H, i, N);
-        bool any = false;
-        for (int64_t t = 0; t < w; ++t) {
-          const int64_t j = int64_t(kd[set + size_t(t)]);
-          const bool seen = j < end;
-          any = any || seen;
-          double& b = bias[(set + size_t(s)) * size_t(w) + size_t(t)];
-          if (!seen) b = -inf;
-          else if (shared_qk_ && j == i) b = kSelfLogit;
+  const Tensor bias = zeros({B, H, C, w, w}, q.dtype());
+  std::vector<double> slot_weight(size_t(BH * C * w), 0.0), gidx_q(slot_weight.size()), gidx_k(slot_weight.size());
+  std::vector<int64_t> in_sets(size_t(BH * N), 0);
+  ENG_DISPATCH(q.dtype(), T, {
+    T* bias_data = bias.data<T>();
+    for (int64_t bh = 0; bh < BH; ++bh)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t s = 0; s < w; ++s) {
+          const size_t set = size_t((bh * C + c) * w), slot = set + size_t(s);
+          const int64_t i = int64_t(qd[slot]), end = attention_key_end(mask, bh / H, i, N);
+          bool any = false;
+          for (int64_t t = 0; t < w; ++t) {
+            const int64_t j = int64_t(kd[set + size_t(t)]);
+            const bool seen = j < end;
+            any = any || seen;
+            T& b = bias_data[slot * size_t(w) + size_t(t)];
+            if (!seen) b = T(-inf);
+            else if (shared_qk_ && j == i) b = T(kSelfLogit);
+          }
+          gidx_q[slot] = double(bh * N + i);
+          gidx_k[slot] = double(bh * N) + kd[slot];
+          slot_weight[slot] = any;
+          in_sets[size_t(bh * N + i)] += any;
         }
-        if (!any) continue;
-        pick[size_t((bh * N + i) * C + c)] = int64_t(set) + s;
-        weight[size_t((bh * N + i) * C + c)] = 1;
-        ++in_sets[size_t(bh * N + i)];
-      }
-  for (size_t e = 0; e < weight.size(); ++e)
-    if (weight[e] != 0) weight[e] /= double(in_sets[e / size_t(C)]);
+  });
+  for (size_t slot = 0; slot < slot_weight.size(); ++slot)
+    if (slot_weight[slot] != 0) slot_weight[slot] /= double(in_sets[size_t(gidx_q[slot])]);
 
-  std::vector<double> gidx_q(size_t(BH * C * w)), gidx_k(gidx_q.size());
-  for (int64_t bh = 0; bh < BH; ++bh)
-    for (int64_t e = 0; e < C * w; ++e) {
-      gidx_q[size_t(bh * C * w + e)] = double(bh * N) + qd[size_t(bh * C * w + e)];
-      gidx_k[size_t(bh * C * w + e)] = double(bh * N) + kd[size_t(bh * C * w + e)];
-    }
   const Tensor iq = from_vector(gidx_q, {BH * C * w}, DType::I64), ik = from_vector(gidx_k, {BH * C * w}, DType::I64);
   auto gather_rows = [&](const Tensor& x, const Tensor& idx) {  // rows of x [B, H, N, F] -> [B, H, C, w, F]
     const int64_t F = x.size(3);
@@ -207,13 +208,9 @@ Tensor RoutingAttention::forward(const Tensor& q, const Tensor& k, const Tensor&
   const Tensor sq = gather_rows(qn, iq), sk = gather_rows(kn, ik), sv = gather_rows(v, ik);
   const DType dt = q.dtype();
   Tensor logits = mul_scalar(matmul(sq, transpose(sk, -2, -1)), 1.0 / std::sqrt(double(D)));
-  logits = add(logits, from_vector(bias, {B, H, C, w, w}, dt));
-  const Tensor o = matmul(softmax(logits, -1), sv);  // [B, H, C, w, Dv]: o_i^(c); a row with no key gives zeros
-
-  const Tensor per_set = reshape(index_select(reshape(o, {BH * C * w, Dv}), 0,
-                                              from_vector(as_doubles(pick), {BH * N * C}, DType::I64)),
-                                 {B, H, N, C, Dv});
-  const Tensor out = sum(mul(per_set, from_vector(weight, {B, H, N, C, 1}, dt)), {3});
+  const Tensor o = matmul(softmax(add(logits, bias), -1), sv);  // [B, H, C, w, Dv]: o_i^(c); no key: zeros
+  const Tensor weighted = mul(reshape(o, {BH * C * w, Dv}), from_vector(slot_weight, {BH * C * w, 1}, dt));
+  const Tensor out = reshape(index_add(weighted, 0, iq, BH * N), {B, H, N, Dv});
   if (training()) update_centroids(qn, kn, mask);
   return out;
 }

@@ -84,23 +84,17 @@ Tensor SinkhornAttention::sinkhorn(const Tensor& keys, int64_t c, bool causal) c
     return exp(x);
   }
   // Causal balancing. Entry (i, j) exists for j < i only; row 0 has none, so its log_softmax stays −inf (zeros
-  // in P, no NaN). The column step of row i normalises over the rows i' in (j, i]: the diagonal i' = i of a
-  // log_softmax over i' of the masked [nb (i), nb (i'), nb (j)] copy of x.
-  std::vector<double> upper(size_t(nb * nb), 0.0), outside(size_t(nb * nb * nb), 0.0), diag(static_cast<size_t>(nb));
-  for (int64_t i = 0; i < nb; ++i) {
-    diag[size_t(i)] = double(i * nb + i);
-    for (int64_t j = 0; j < nb; ++j) {
-      upper[size_t(i * nb + j)] = j >= i;
-      for (int64_t ip = 0; ip < nb; ++ip) outside[size_t((i * nb + ip) * nb + j)] = ip > i || j >= ip;
-    }
-  }
-  const Tensor up = from_vector(upper, {nb, nb}, DType::I64), out3 = from_vector(outside, {nb, nb, nb}, DType::I64);
-  const Tensor di = from_vector(diag, {nb}, DType::I64);
+  // in P, no NaN). The column step of row i normalises over the rows i' in (j, i], which are all the rows i' <= i
+  // because the others hold −inf in column j: a running log-sum-exp down each column. Where j >= i the
+  // difference is −inf − (−inf); those entries are set back to −inf (and pass no gradient).
+  std::vector<double> upper(size_t(nb * nb), 0.0);
+  for (int64_t i = 0; i < nb; ++i)
+    for (int64_t j = i; j < nb; ++j) upper[size_t(i * nb + j)] = 1;
+  const Tensor up = from_vector(upper, {nb, nb}, DType::I64);
   x = masked_fill(x, up, -inf());
   for (int64_t it = 0; it < iters_; ++it) {
     x = log_softmax(x, -1);
-    const Tensor y = masked_fill(expand(unsqueeze(x, 2), {B, H, nb, nb, nb}), out3, -inf());
-    x = index_select(reshape(log_softmax(y, 3), {B, H, nb * nb, nb}), 2, di);
+    x = masked_fill(sub(x, logcumsumexp(x, -2)), up, -inf());
   }
   return exp(x);
 }

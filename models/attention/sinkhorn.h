@@ -21,9 +21,9 @@
 // Masks: key padding zeroes the padded keys and values before they are summed, sorted or mixed; a sorted key
 // slot t is hidden when slot t is padding in every block the row may draw from. Keep, bias and ALiBi are refused.
 //
-// Cost per head: O(N·D·nb) for the summaries, R and the sorted blocks, O(nb²·iters) for Sinkhorn (O(nb³·iters)
-// causal), O(N·c·(D + Dv)) for the attention (O(N·n·c·(D + Dv)) with SortCut); memory O(N·c + nb²) (O(nb³)
-// causal) beside the inputs, never N × N.
+// Cost per head: O(N·D·nb) for the summaries, R and the sorted blocks, O(nb²·iters) for Sinkhorn (causal too:
+// a running log-sum-exp down the columns), O(N·c·(D + Dv)) for the attention (O(N·n·c·(D + Dv)) with SortCut);
+// memory O(N·c + nb²) beside the inputs, never N × N.
 //
 // Options: block (default 64), iters (default 5), temperature = τ > 0 (default 0.75), sortcut = n (default 0, off;
 // non-causal only). Needs AttentionConfig::max_len >= 1 (W has a column per block) and N <= max_len. The sorting
