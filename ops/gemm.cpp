@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <new>
+#include <type_traits>
 
 #include "engine/threadpool.h"
 #include "engine/vec_kernels.h"
@@ -196,6 +197,27 @@ void gemm_dots(const GemmArgs<T>& g, bool threaded) {
   });
 }
 
+// A few rows times a B whose columns run along k (C = A·Wᵀ, a Linear layer on a batch of single tokens, as in
+// generation with many sequences in flight): blocks of dot products over W as stored. W is read from memory once
+// and never packed (packing it costs as much as the product at these sizes); the rows of A stay in cache. Each
+// block of kDotNr columns belongs to one thread, and every element is computed the same way in any block, so the
+// thread split never changes the bits.
+constexpr int64_t kDotBlockRows = 48;
+
+void gemm_dot_blocks(const GemmArgs<float>& g, gemm_detail::DotBlockFn fn, bool threaded) {
+  using gemm_detail::kDotMr;
+  using gemm_detail::kDotNr;
+  const int64_t blocks = ceil_div(g.N, kDotNr);
+  parallel_for(0, blocks, threaded ? std::max<int64_t>(1, blocks / 32) : blocks, [&](int64_t lo, int64_t hi) {
+    for (int64_t q = lo; q < hi; ++q) {
+      const int64_t n0 = q * kDotNr, cols = std::min(kDotNr, g.N - n0);
+      for (int64_t m0 = 0; m0 < g.M; m0 += kDotMr)
+        fn(g.K, g.A + m0 * g.a_rs, g.a_rs, std::min(kDotMr, g.M - m0), g.B + n0 * g.b_cs, g.b_cs, cols,
+           g.C + m0 * g.c_rs + n0, g.c_rs, g.accumulate);
+    }
+  });
+}
+
 // Small products, and those with few rows (B would be packed for little reuse): A is read in place (only the
 // rows past the last full tile are packed), B too when its rows are contiguous, else one panel at a time.
 template <class T>
@@ -314,6 +336,12 @@ void gemm_with(const GemmArgs<T>& g, const KernelSet<T>& ks) {
     return;
   }
   const int64_t work = g.M * g.N * g.K;
+  if constexpr (std::is_same_v<T, float>) {
+    if (ks.dot_block && g.M > kDotRows && g.M <= kDotBlockRows && g.a_cs == 1 && g.b_rs == 1) {
+      gemm_dot_blocks(g, ks.dot_block, work >= kThreadWork / 8);
+      return;
+    }
+  }
   if (g.M <= kDotRows && g.a_cs == 1 && g.b_rs == 1)
     gemm_dots(g, work >= kThreadWork / 32);  // memory-bound: both cores stream W
   else if (work <= kSmallWork || g.M <= 4 * ks.mr)

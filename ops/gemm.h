@@ -27,8 +27,10 @@ void gemm_reference(const GemmArgs<T>& g);
 // Called outside a parallel region, a large product is split over the thread pool; inside one (a caller
 // that parallelises over batches) it runs on the calling thread. The bits of the result depend on the
 // kernel level and the shape only, never on the thread count or on how the work is split: each C element
-// is one multiply-add chain in k order, starting from C (accumulate) or 0 — except products of one or two
-// rows against a B whose columns are contiguous, which take eight partial sums in a fixed order.
+// is one multiply-add chain in k order, starting from C (accumulate) or 0 — except products with A's rows and
+// B's columns both contiguous along k (x·Wᵀ): with one or two rows they take the SIMD dot's partial sums, and
+// in f32 with AVX2 and up to 48 rows, eight lane sums per element (ops/gemm_kernels.h), each in a fixed order.
+// So a split into row blocks keeps the bits when every block takes the path the whole product takes.
 template <class T>
 void gemm(const GemmArgs<T>& g);
 

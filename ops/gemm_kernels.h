@@ -19,6 +19,14 @@ using MicroKernel = void (*)(int64_t K, const T* a, int64_t a_rs, int64_t a_cs, 
 template <class T>
 using TransposeFn = void (*)(const T* src, int64_t rs, int64_t rows, int64_t width, int64_t kc, T* dst, int64_t ld);
 
+// c[r * ldc + j] = (load_c ? c[r * ldc + j] : 0) + Σ_k a[r * a_rs + k] · b[j * b_cs + k] for r < rows <= kDotMr,
+// j < cols <= kDotNr: dot products over memory as stored, for C = A·Bᵀ with few rows (a Linear layer's weight
+// read in place, no packing). Each element is the same arithmetic whatever rows and cols are, so that the
+// split of C into blocks never changes a bit.
+constexpr int64_t kDotMr = 3, kDotNr = 4;
+using DotBlockFn = void (*)(int64_t K, const float* a, int64_t a_rs, int64_t rows, const float* b, int64_t b_cs,
+                            int64_t cols, float* c, int64_t ldc, bool load_c);
+
 template <class T>
 struct KernelSet {
   int64_t mr = 0, nr = 0;  // register tile
@@ -27,6 +35,7 @@ struct KernelSet {
   int64_t mc = 0;          // rows of A per job (a multiple of mr)
   MicroKernel<T> kernel = nullptr;
   TransposeFn<T> transpose = nullptr;
+  DotBlockFn dot_block = nullptr;  // f32 with AVX2 only; elsewhere such products take the packed path
 };
 
 #if defined(__x86_64__)
@@ -34,6 +43,10 @@ KernelSet<float> avx512_kernels();
 KernelSet<float> avx2_kernels();
 // With AVX2 (so for the AVX-512 set too): 8 x 8 in-register transposes, for widths 8 and 6.
 void transpose_avx2(const float* src, int64_t rs, int64_t rows, int64_t width, int64_t kc, float* dst, int64_t ld);
+// With AVX2 (so for the AVX-512 set too): each element is eight lane sums over k in steps of 8, added as
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), then the k tail in order.
+void dot_block_avx2(int64_t K, const float* a, int64_t a_rs, int64_t rows, const float* b, int64_t b_cs, int64_t cols,
+                    float* c, int64_t ldc, bool load_c);
 #endif
 
 }  // namespace eng::gemm_detail

@@ -57,6 +57,7 @@ KernelSet<float> avx512_kernels() {
   s.kc = 384, s.nc = 15 * kNr, s.mc = 14 * kMr;
   s.kernel = kernel;
   s.transpose = transpose_avx2;
+  s.dot_block = dot_block_avx2;
   return s;
 }
 

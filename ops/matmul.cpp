@@ -37,17 +37,21 @@ Tensor batched_matmul(const Tensor& a, const Tensor& b) {
   const int64_t a_rs = sa[sa.size() - 2], a_cs = sa[sa.size() - 1], b_rs = sb[sb.size() - 2], b_cs = sb[sb.size() - 1];
   // When every item multiplies the same B and A's items follow each other M rows apart (a Linear layer on
   // [batch, tokens, features]), the batch is one product of nb * M rows: B is packed once, rows split over threads.
+  // With M == 1 the row stride means nothing (broadcast_strides gives a size-1 dim stride 0), so items at any
+  // fixed step qualify: a Linear layer on [B, 1, d] in generation is then one product of B rows, not B GEMVs
+  // that each read all of the weight.
+  const int64_t row_step = M == 1 && nb > 1 ? offs_a[1] - offs_a[0] : a_rs;
   bool one_product = nb > 0;
   for (int64_t i = 0; i < nb; ++i)
-    one_product = one_product && offs_b[size_t(i)] == offs_b[0] && offs_a[size_t(i)] == offs_a[0] + i * M * a_rs;
+    one_product = one_product && offs_b[size_t(i)] == offs_b[0] && offs_a[size_t(i)] == offs_a[0] + i * M * row_step;
   ENG_DISPATCH(a.dtype(), T, {
     const T* pa = static_cast<const T*>(a.storage()->data);
     const T* pb = static_cast<const T*>(b.storage()->data);
     T* pc = out.data<T>();
-    auto product = [&](int64_t i, int64_t rows) {
+    auto product = [&](int64_t i, int64_t rows, int64_t a_row_stride) {
       GemmArgs<T> g;
       g.M = rows, g.N = N, g.K = K;
-      g.A = pa + offs_a[size_t(i)], g.a_rs = a_rs, g.a_cs = a_cs;
+      g.A = pa + offs_a[size_t(i)], g.a_rs = a_row_stride, g.a_cs = a_cs;
       g.B = pb + offs_b[size_t(i)], g.b_rs = b_rs, g.b_cs = b_cs;
       g.C = pc + i * M * N, g.c_rs = N;
       gemm(g);
@@ -55,13 +59,13 @@ Tensor batched_matmul(const Tensor& a, const Tensor& b) {
     // gemm splits a large product over the threads itself; many items go one per thread instead. The
     // bits are the same either way (ops/gemm.h).
     if (one_product)
-      product(0, nb * M);
+      product(0, nb * M, row_step);
     else if (nb >= 2 * num_threads())
       parallel_for(0, nb, 1, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) product(i, M);
+        for (int64_t i = lo; i < hi; ++i) product(i, M, a_rs);
       });
     else
-      for (int64_t i = 0; i < nb; ++i) product(i, M);
+      for (int64_t i = 0; i < nb; ++i) product(i, M, a_rs);
   });
   return out;
 }

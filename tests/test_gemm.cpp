@@ -174,10 +174,11 @@ TEST_CASE("gemm: f64 == reference") {
 
 // Packed B holds 2^22 values at most: with 2048 columns, fewer than 2100 rows fit, so K is cut in two slabs;
 // 17000 columns do not fit one k slice, so N is cut in chunks. These products are checked through the bits:
-// row blocks of 10 take the unpacked path, which the reference checks above cover.
+// row blocks of 10 take the unpacked path, which the reference checks above cover. (Layout 2, x·Bᵀ, is left
+// out: its blocks of 10 rows take the dot-block path, whose bits differ from the tiles'; see ops/gemm.h.)
 TEST_CASE("gemm: bits equal for 1, 2 and 3 threads and for any split into row or column blocks") {
   const std::vector<std::pair<Dims, std::vector<int>>> cases = {
-      {{210, 150, 520}, {0, 3, 5, 6}}, {{57, 2048, 2100}, {0}}, {{57, 17000, 24}, {7}}};
+      {{210, 150, 520}, {0, 1, 3, 5, 7}}, {{57, 2048, 2100}, {0}}, {{57, 17000, 24}, {7}}};
   for (SimdLevel level : levels())
     for (const auto& c : cases)
       for (int layout : c.second) {
@@ -205,6 +206,47 @@ TEST_CASE("gemm: bits equal for 1, 2 and 3 threads and for any split into row or
         CHECK(cols == one);
       }
   set_num_threads(2);
+}
+
+TEST_CASE("gemm: x·Wᵀ with 3..48 rows (dot blocks): bits equal for any thread count and any row or column split") {
+  for (SimdLevel level : levels())
+    for (bool accumulate : {false, true}) {
+      INFO("level ", simd_level_name(level), " accumulate ", accumulate);
+      Problem<float> p(48, 1030, 301, false, true, accumulate, 11);
+      CHECK(p.check(level) <= 1);
+      set_num_threads(1);
+      const std::vector<float> one = p.run(level);
+      for (int threads : {2, 3}) {
+        set_num_threads(threads);
+        CHECK(p.run(level) == one);
+      }
+      // blocks of 10 rows (3 x 4 blocks then a 1-row edge) and of 50 columns (a 2-column edge every 50)
+      std::vector<float> rows = p.c, cols = p.c;
+      for (int64_t m0 = 0; m0 < p.g.M; m0 += 10) {
+        GemmArgs<float> g = p.g;
+        g.M = std::min<int64_t>(10, p.g.M - m0), g.A += m0 * g.a_rs, g.C = rows.data() + m0 * g.c_rs;
+        gemm(g, level);
+      }
+      for (int64_t n0 = 0; n0 < p.g.N; n0 += 50) {
+        GemmArgs<float> g = p.g;
+        g.N = std::min<int64_t>(50, p.g.N - n0), g.B += n0 * g.b_cs, g.C = cols.data() + n0;
+        gemm(g, level);
+      }
+      CHECK(rows == one);
+      CHECK(cols == one);
+    }
+  set_num_threads(2);
+}
+
+TEST_CASE("matmul: a Linear layer on [B, 1, d] is one product of B rows, equal to the rows one by one") {
+  // broadcast_strides gives the size-1 axis stride 0; the B items must still merge into one product
+  Rng rng(9);
+  const Tensor x = randn({32, 1, 256}, rng), w = randn({768, 256}, rng);
+  const Tensor y = matmul(x, transpose(w, 0, 1));
+  for (int64_t b : {0, 7, 31}) {
+    const Tensor want = matmul(narrow(x, 0, b, 1), transpose(w, 0, 1));
+    CHECK(eng::test::max_abs_diff(narrow(y, 0, b, 1), want) < 1e-4);
+  }
 }
 
 TEST_CASE("matmul: batched and broadcast operands == gemm_reference per item, merged or not") {
