@@ -421,24 +421,23 @@ Tensor linear_attention_step(const Tensor& q, const Tensor& k, const Tensor& v, 
         const int64_t b = bh / H, h = bh % H;
         T* sh = S + bh * M * Dv;
         T* zh = Z + bh * M;
-        if (update) {  // s += φ(k) vᵀ, z += φ(k)   (Eq. 18–19)
-          const T* kk = kr.at(b, h, 0);
-          const T* vv = vr.at(b, h, 0);
-          for (int64_t m = 0; m < M; ++m) {
-            const T fk = feature(kk[m], args.feature);
-            zh[m] += fk;
-            T* row = sh + m * Dv;
-            for (int64_t j = 0; j < Dv; ++j) row[j] += fk * vv[j];
-          }
-        }
+        // One pass over the state: row m of s (and z_m) is updated, s += φ(k) vᵀ, z += φ(k) (Eq. 18–19), then
+        // read for φ(q)ᵀ s / (φ(q)ᵀ z + eps) (Eq. 20). No row depends on another, so this equals two passes.
+        const T* kk = update ? kr.at(b, h, 0) : nullptr;
+        const T* vv = update ? vr.at(b, h, 0) : nullptr;
         const T* qq = qr.at(b, h, 0);
         T* oh = o + bh * Dv;
         std::fill(oh, oh + Dv, T(0));
         T d = eps;
-        for (int64_t m = 0; m < M; ++m) {  // φ(q)ᵀ s / (φ(q)ᵀ z + eps)   (Eq. 20)
+        for (int64_t m = 0; m < M; ++m) {
+          T* row = sh + m * Dv;
+          if (update) {
+            const T fk = feature(kk[m], args.feature);
+            zh[m] += fk;
+            for (int64_t j = 0; j < Dv; ++j) row[j] += fk * vv[j];
+          }
           const T fq = feature(qq[m], args.feature);
           d += fq * zh[m];
-          const T* row = sh + m * Dv;
           for (int64_t j = 0; j < Dv; ++j) oh[j] += fq * row[j];
         }
         for (int64_t j = 0; j < Dv; ++j) oh[j] /= d;
