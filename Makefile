@@ -6,10 +6,13 @@
 # make test-aarch64    ARM64 cross build, tests run under qemu-user (build-aarch64/)
 # make data            install Fashion-MNIST (Debian package dataset-fashion-mnist)
 # make fuzz            libFuzzer targets, FUZZ_SECONDS each (build-fuzz/; needs clang)
+# make CUDA=1          with the CUDA backend (build-cuda/; nvcc from CUDA_HOME, CUDA_ARCH=90; docs/cuda.md)
+# make CUDA=1 cuda-compile   only the CUDA sources and their test file (what CI checks: it has no GPU)
 # Each variant has its own directory, so switching never mixes objects.
 
 CXX ?= g++
 SANITIZE ?= 0
+CUDA ?= 0
 
 ifneq ($(findstring clang,$(CXX)),)
   VARIANT := clang
@@ -21,6 +24,9 @@ ifneq ($(findstring aarch64,$(CXX)),)
 endif
 ifeq ($(SANITIZE),1)
   VARIANT := $(if $(VARIANT),$(VARIANT)-san,san)
+endif
+ifeq ($(CUDA),1)
+  VARIANT := $(if $(VARIANT),$(VARIANT)-cuda,cuda)
 endif
 BUILD ?= build$(if $(VARIANT),-$(VARIANT))
 
@@ -38,12 +44,29 @@ ifeq ($(SANITIZE),1)
 endif
 
 LIB_SRC := $(wildcard engine/*.cpp ops/*.cpp models/*.cpp models/*/*.cpp datasets/*.cpp)
+
+# The CUDA backend (docs/cuda.md): the .cu files are compiled by nvcc and engine/cuda_host.cpp (the stand-in
+# that reports CUDA as not built) is left out. CUDA_ARCH is the GPU generation the kernels are built for:
+# 90 for the H100/H200 (sm_90); e.g. CUDA_ARCH=80 for the A100.
+ifeq ($(CUDA),1)
+  CUDA_HOME ?= /usr/local/cuda
+  NVCC ?= $(CUDA_HOME)/bin/nvcc
+  CUDA_ARCH ?= 90
+  ifeq ($(shell command -v $(NVCC) 2>/dev/null),)
+    $(error CUDA=1 needs nvcc, but $(NVCC) was not found: install the CUDA toolkit or set CUDA_HOME or NVCC)
+  endif
+  NVCCFLAGS := -O3 -std=c++17 -I. -MMD -MP -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) \
+	-Xcompiler -Wall,-Wextra,-Werror,-fno-trapping-math -Werror all-warnings -DENG_CUDA
+  CXXFLAGS += -DENG_CUDA
+  LIB_SRC := $(filter-out engine/cuda_host.cpp,$(LIB_SRC)) $(wildcard engine/*.cu ops/cuda/*.cu)
+  LDFLAGS += -L$(CUDA_HOME)/lib64 -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64
+endif
 TOOL_SRC := $(wildcard tools/*.cpp)
 BENCH_SRC := $(wildcard tools/bench/*.cpp)  # bench's subcommands, linked into build/bench
 TRAIN_SRC := $(wildcard tools/train/*.cpp)  # train's jobs (one file per task family), linked into build/train
 TEST_SRC := $(wildcard tests/*.cpp) tests/fuzz/targets.cpp
 
-LIB_OBJ := $(LIB_SRC:%.cpp=$(BUILD)/obj/%.o)
+LIB_OBJ := $(patsubst %.cu,$(BUILD)/obj/%.o,$(LIB_SRC:%.cpp=$(BUILD)/obj/%.o))
 TOOL_BIN := $(TOOL_SRC:tools/%.cpp=$(BUILD)/%)
 TEST_OBJ := $(TEST_SRC:%.cpp=$(BUILD)/obj/%.o)
 BENCH_OBJ := $(BENCH_SRC:%.cpp=$(BUILD)/obj/%.o)
@@ -57,6 +80,17 @@ all: $(BUILD)/libengine.a $(TOOL_BIN)
 $(BUILD)/obj/%.o: %.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
+
+ifeq ($(CUDA),1)
+$(BUILD)/obj/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+# CI's check that the CUDA code compiles where nvcc exists but no GPU does: every .cu file and the CUDA
+# test file, without the rest of the CUDA=1 build.
+.PHONY: cuda-compile
+cuda-compile: $(filter %.o,$(patsubst %.cu,$(BUILD)/obj/%.o,$(filter %.cu,$(LIB_SRC)))) $(BUILD)/obj/tests/test_cuda.o
+endif
 
 # The SIMD kernel tables (engine/vec_kernels_*.cpp) are the only files built for an instruction set beyond
 # baseline x86-64; the dispatch runs each only where the CPU has it. Not on ARM, where NEON is baseline.

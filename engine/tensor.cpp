@@ -7,6 +7,7 @@
 
 #include "engine/allocator.h"
 #include "engine/autograd.h"
+#include "engine/cuda.h"
 #include "engine/error.h"
 #include "engine/rng.h"
 #include "engine/strided.h"
@@ -20,11 +21,15 @@ std::string shape_str(const Shape& s) {
 }
 
 Storage::Storage(size_t n, Device d) : nbytes(n), device(d) {
-  ENG_CHECK(d == Device::CPU, "storage: device ", device_name(d), " is not built in");
-  data = allocator::allocate(n);
+  data = d == Device::CUDA ? cuda::allocate(n) : allocator::allocate(n);
 }
 
-Storage::~Storage() { allocator::release(data, nbytes); }
+Storage::~Storage() {
+  if (device == Device::CUDA)
+    cuda::release(data, nbytes);
+  else
+    allocator::release(data, nbytes);
+}
 
 void fail_not_floating(const char* where) {
   fail(where, ": i64 tensors hold indices; this needs a floating tensor (f32 or f64)");
@@ -65,10 +70,27 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
+namespace {
+
+template <class T>
+constexpr DType dtype_of = std::is_same_v<T, float> ? DType::F32 : std::is_same_v<T, double> ? DType::F64 : DType::I64;
+
+void check_host_readable(const Tensor& t, const char* accessor) {
+  ENG_CHECK(t.device() == Device::CPU, accessor, ": tensor of shape ", t.shape(), " is on ", device_name(t.device()),
+            "; CPU code cannot read it: copy it with to_device(t, Device::CPU)");
+}
+
+void check_on_cuda(const Tensor& t, const char* accessor) {
+  ENG_CHECK(t.device() == Device::CUDA, accessor, ": tensor of shape ", t.shape(), " is on ", device_name(t.device()),
+            ", not cuda: use data() for host memory");
+}
+
+}  // namespace
+
 template <class T>
 T* Tensor::data() const {
-  constexpr DType want = std::is_same_v<T, float> ? DType::F32 : std::is_same_v<T, double> ? DType::F64 : DType::I64;
-  ENG_CHECK(dtype() == want, "data<", dtype_name(want), ">: tensor holds ", dtype_name(dtype()));
+  ENG_CHECK(dtype() == dtype_of<T>, "data<", dtype_name(dtype_of<T>), ">: tensor holds ", dtype_name(dtype()));
+  check_host_readable(*this, "data");
   return static_cast<T*>(impl_->storage->data) + impl_->offset;
 }
 template float* Tensor::data<float>() const;
@@ -76,6 +98,22 @@ template double* Tensor::data<double>() const;
 template int64_t* Tensor::data<int64_t>() const;
 
 void* Tensor::raw_data() const {
+  check_host_readable(*this, "raw_data");
+  return static_cast<char*>(impl_->storage->data) + impl_->offset * int64_t(dtype_size(dtype()));
+}
+
+template <class T>
+T* Tensor::device_data() const {
+  ENG_CHECK(dtype() == dtype_of<T>, "device_data<", dtype_name(dtype_of<T>), ">: tensor holds ", dtype_name(dtype()));
+  check_on_cuda(*this, "device_data");
+  return static_cast<T*>(impl_->storage->data) + impl_->offset;
+}
+template float* Tensor::device_data<float>() const;
+template double* Tensor::device_data<double>() const;
+template int64_t* Tensor::device_data<int64_t>() const;
+
+void* Tensor::raw_device_data() const {
+  check_on_cuda(*this, "raw_device_data");
   return static_cast<char*>(impl_->storage->data) + impl_->offset * int64_t(dtype_size(dtype()));
 }
 
@@ -123,28 +161,70 @@ int64_t flat_offset(const Tensor& t, std::initializer_list<int64_t> index, const
   return off;
 }
 
+// The element at storage offset `off`, wherever the storage lives (one small copy from a device).
+double read_element(const Tensor& t, int64_t off) {
+  double v = 0;
+  ENG_DISPATCH_ALL(t.dtype(), T, {
+    const T* p = static_cast<const T*>(t.storage()->data) + off;
+    T x{};
+    if (t.device() == Device::CUDA)
+      cuda::copy_device_to_host(&x, p, sizeof(T));
+    else
+      x = *p;
+    v = double(x);
+  });
+  return v;
+}
+
+void write_element(const Tensor& t, int64_t off, double v) {
+  ENG_DISPATCH_ALL(t.dtype(), T, {
+    T* p = static_cast<T*>(t.storage()->data) + off;
+    const T x = T(v);
+    if (t.device() == Device::CUDA)
+      cuda::copy_host_to_device(p, &x, sizeof(T));
+    else
+      *p = x;
+  });
+}
+
+// Strides and dtype conversions are handled on the host side only: the device side is one plain copy.
+void copy_across_devices(const Tensor& dst, const Tensor& src) {
+  if (dst.device() == Device::CPU) return dst.copy_from(to_device(src, Device::CPU));  // the host copy converts
+  ENG_CHECK(dst.is_contiguous(), "copy_from: a cuda destination must be contiguous, got shape ", dst.shape(),
+            " strides ", dst.strides());
+  const size_t nbytes = size_t(dst.numel()) * dtype_size(dst.dtype());
+  if (src.device() == Device::CPU) {
+    Tensor h = src;
+    if (src.dtype() != dst.dtype() || !src.is_contiguous()) {
+      h = empty(dst.shape(), dst.dtype());
+      h.copy_from(src);
+    }
+    return cuda::copy_host_to_device(dst.raw_device_data(), h.raw_data(), nbytes);
+  }
+  ENG_CHECK(src.dtype() == dst.dtype() && src.is_contiguous(), "copy_from: a copy between cuda tensors needs one ",
+            "dtype and a contiguous source, got ", src.dtype(), " -> ", dst.dtype(), " from strides ", src.strides(),
+            " of shape ", src.shape(), "; convert or gather on the CPU");
+  if (src.raw_device_data() != dst.raw_device_data())
+    cuda::copy_device_to_device(dst.raw_device_data(), src.raw_device_data(), nbytes);
+}
+
 }  // namespace
 
 double Tensor::item() const {
   ENG_CHECK(numel() == 1, "item: tensor of shape ", shape(), " has ", numel(), " elements, not 1");
-  double v = 0;
-  ENG_DISPATCH_ALL(dtype(), T, v = double(*data<T>()));
-  return v;
+  return read_element(*this, offset());
 }
 
 double Tensor::at(std::initializer_list<int64_t> index) const {
-  int64_t off = flat_offset(*this, index, "at");
-  double v = 0;
-  ENG_DISPATCH_ALL(dtype(), T, v = double(static_cast<T*>(impl_->storage->data)[off]));
-  return v;
+  return read_element(*this, flat_offset(*this, index, "at"));
 }
 
 void Tensor::set_at(std::initializer_list<int64_t> index, double v) const {
-  int64_t off = flat_offset(*this, index, "set_at");
-  ENG_DISPATCH_ALL(dtype(), T, static_cast<T*>(impl_->storage->data)[off] = T(v));
+  write_element(*this, flat_offset(*this, index, "set_at"), v);
 }
 
 std::vector<double> Tensor::to_vector() const {
+  if (device() == Device::CUDA) return to_device(*this, Device::CPU).to_vector();
   std::vector<double> out;
   out.reserve(size_t(numel()));
   ENG_DISPATCH_ALL(dtype(), T, {
@@ -156,6 +236,7 @@ std::vector<double> Tensor::to_vector() const {
 
 void Tensor::copy_from(const Tensor& src) const {
   ENG_CHECK(src.shape() == shape(), "copy_from: source shape ", src.shape(), " != destination shape ", shape());
+  if (device() == Device::CUDA || src.device() == Device::CUDA) return copy_across_devices(*this, src);
   ENG_DISPATCH_ALL(dtype(), D, ENG_DISPATCH_ALL(src.dtype(), S, {
     D* dst = static_cast<D*>(impl_->storage->data);
     const S* s = static_cast<const S*>(src.impl()->storage->data);
@@ -165,6 +246,15 @@ void Tensor::copy_from(const Tensor& src) const {
 }
 
 void Tensor::fill(double v) const {
+  if (device() == Device::CUDA) {
+    ENG_CHECK(is_contiguous(), "fill: a cuda tensor must be contiguous, got shape ", shape(), " strides ", strides());
+    // fill is for initialisation: one host buffer and one copy serve any value without a kernel
+    if (v == 0 && !std::signbit(v))
+      cuda::memset_zero(raw_device_data(), size_t(numel()) * dtype_size(dtype()));
+    else
+      copy_from(full(shape(), v, dtype()));
+    return;
+  }
   ENG_DISPATCH_ALL(dtype(), T, {
     T* base = static_cast<T*>(impl_->storage->data);
     const T tv = T(v);
@@ -178,13 +268,15 @@ ENG_REGISTER_OP("clone");
 ENG_REGISTER_OP("to_dtype");
 
 Tensor Tensor::clone() const {
-  Tensor t = empty(shape(), dtype());
+  Tensor t = empty_on(shape(), dtype(), device());
   t.copy_from(*this);
   return record(t, "clone", {*this}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
 
 Tensor Tensor::to(DType t) const {
   if (t == dtype()) return *this;
+  ENG_CHECK(device() == Device::CPU, "to(", dtype_name(t), "): dtype conversion runs on the CPU; this tensor of shape ",
+            shape(), " is on ", device_name(device()));
   Tensor r = empty(shape(), t);
   r.copy_from(*this);
   return record(r, "to_dtype", {*this}, [from = dtype()](const Tensor& g) { return std::vector<Tensor>{g.to(from)}; });
@@ -216,6 +308,7 @@ std::string Tensor::str() const {
   if (!defined()) return "Tensor(undefined)";
   std::ostringstream os;
   os << "Tensor(shape=" << shape() << ", dtype=" << dtype_name(dtype());
+  if (device() != Device::CPU) os << ", device=" << device_name(device());
   if (numel() <= 64) {
     os << ", values=[";
     auto v = to_vector();
@@ -225,14 +318,42 @@ std::string Tensor::str() const {
   return os.str() + ")";
 }
 
-Tensor empty(const Shape& shape, DType dtype) {
+Tensor empty(const Shape& shape, DType dtype) { return empty_on(shape, dtype, Device::CPU); }
+
+Tensor empty_on(const Shape& shape, DType dtype, Device device) {
   for (int64_t s : shape) ENG_CHECK(s >= 0, "empty: negative size in shape ", shape);
   auto t = std::make_shared<TensorImpl>();
-  t->storage = std::make_shared<Storage>(size_t(shape_numel(shape)) * dtype_size(dtype), Device::CPU);
+  t->storage = std::make_shared<Storage>(size_t(shape_numel(shape)) * dtype_size(dtype), device);
   t->shape = shape;
   t->strides = contiguous_strides(shape);
   t->dtype = dtype;
   return Tensor(t);
+}
+
+Tensor to_device(const Tensor& x, Device d) {
+  if (x.device() == d) return x;
+  const size_t nbytes = size_t(x.numel()) * dtype_size(x.dtype());
+  if (d == Device::CUDA) {
+    const Tensor src = x.detach().contiguous();
+    Tensor out = empty_on(x.shape(), x.dtype(), Device::CUDA);
+    cuda::copy_host_to_device(out.raw_device_data(), src.raw_data(), nbytes);
+    return out;
+  }
+  Tensor out = empty(x.shape(), x.dtype());
+  if (x.is_contiguous()) {
+    cuda::copy_device_to_host(out.raw_data(), x.raw_device_data(), nbytes);
+    return out;
+  }
+  // A strided view: its whole storage comes over, and the host gathers it with the same geometry.
+  auto host = std::make_shared<TensorImpl>();
+  host->storage = std::make_shared<Storage>(x.storage()->nbytes, Device::CPU);
+  cuda::copy_device_to_host(host->storage->data, x.storage()->data, x.storage()->nbytes);
+  host->shape = x.shape();
+  host->strides = x.strides();
+  host->offset = x.offset();
+  host->dtype = x.dtype();
+  out.copy_from(Tensor(host));
+  return out;
 }
 
 Tensor full(const Shape& shape, double value, DType dtype) {

@@ -55,10 +55,16 @@ class Tensor {
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& shared_impl() const { return impl_; }
 
-  // Pointer to the first element (at offset). T must match dtype().
+  // Pointer to the first element (at offset). T must match dtype(). CPU tensors only: on a CUDA
+  // tensor these throw instead of handing host code a device address.
   template <class T>
   T* data() const;
   void* raw_data() const;
+  // The same for a CUDA tensor (a device address, for the kernels of ops/cuda/kernels.h); throws on a
+  // CPU tensor.
+  template <class T>
+  T* device_data() const;
+  void* raw_device_data() const;
 
   // Autograd. See engine/autograd.h for the rules.
   bool requires_grad() const { return impl_->requires_grad; }
@@ -73,7 +79,8 @@ class Tensor {
   void backward() const;  // from a one-element tensor
   void backward(const Tensor& grad_output, bool retain_graph = false) const;
 
-  // Element access by logical index, as double (slow: for tests, tools, small tensors).
+  // Element access by logical index, as double (slow: for tests, tools, small tensors). On a CUDA
+  // tensor each goes through a host copy (to_vector and str copy the whole tensor).
   double item() const;
   double at(std::initializer_list<int64_t> index) const;
   void set_at(std::initializer_list<int64_t> index, double v) const;
@@ -86,8 +93,11 @@ class Tensor {
   // Raw view with the given geometry over the same storage; bounds are checked.
   Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
   // In-place writes, outside the graph (for initialisation and optimizer updates).
-  // Overwrites every element from `src` (same shape; dtypes may differ).
+  // Overwrites every element from `src` (same shape; dtypes may differ). Across devices: a CUDA
+  // destination must be contiguous; a copy between two CUDA tensors also needs one dtype and a
+  // contiguous source (the host side may be strided and of another dtype: it is converted on the CPU).
   void copy_from(const Tensor& src) const;
+  // On a CUDA tensor (contiguous only): 0 by cudaMemset, any other value by one copy from the host.
   void fill(double v) const;
 
   std::string str() const;  // shape, dtype and (for small tensors) values
@@ -101,8 +111,11 @@ int64_t shape_numel(const Shape& shape);
 // Normalises a possibly negative axis; `op` names the caller in the error.
 int64_t wrap_axis(int64_t axis, int64_t ndim, const char* op);
 
-// Factories. All return contiguous CPU tensors.
+// Factories. All return contiguous CPU tensors, but empty_on.
 Tensor empty(const Shape& shape, DType dtype = DType::F32);
+// Uninitialised contiguous tensor on `device` (CPU: the same as empty). Device::CUDA throws eng::Error
+// saying why when CUDA is not built or has no device (engine/cuda.h).
+Tensor empty_on(const Shape& shape, DType dtype, Device device);
 Tensor zeros(const Shape& shape, DType dtype = DType::F32);
 Tensor ones(const Shape& shape, DType dtype = DType::F32);
 Tensor full(const Shape& shape, double value, DType dtype = DType::F32);
@@ -112,5 +125,9 @@ Tensor from_vector(const std::vector<float>& values, const Shape& shape);
 Tensor arange(int64_t n, DType dtype = DType::F32);
 Tensor randn(const Shape& shape, Rng& rng, DType dtype = DType::F32);                      // N(0, 1)
 Tensor rand(const Shape& shape, Rng& rng, DType dtype = DType::F32, double lo = 0, double hi = 1);  // U[lo, hi)
+
+// A contiguous copy of x on device d with x's shape and dtype, or x itself when it is already there.
+// Outside the graph, like copy_from: the copy does not require grad and no gradient flows back to x.
+Tensor to_device(const Tensor& x, Device d);
 
 }  // namespace eng
