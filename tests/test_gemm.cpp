@@ -106,6 +106,30 @@ void check_layouts(Dims d, int64_t pad = 0, std::vector<int> layouts = {0, 1, 2,
     }
 }
 
+// p's product gives the same bits on 1, 2 and 3 threads, and split into blocks of 10 rows or of 50 columns.
+void check_same_bits(const Problem<float>& p, SimdLevel level) {
+  set_num_threads(1);
+  const std::vector<float> one = p.run(level);
+  for (int threads : {2, 3}) {
+    set_num_threads(threads);
+    CHECK(p.run(level) == one);
+  }
+  set_num_threads(2);
+  std::vector<float> rows = p.c, cols = p.c;
+  for (int64_t m0 = 0; m0 < p.g.M; m0 += 10) {
+    GemmArgs<float> g = p.g;
+    g.M = std::min<int64_t>(10, p.g.M - m0), g.A += m0 * g.a_rs, g.C = rows.data() + m0 * g.c_rs;
+    gemm(g, level);
+  }
+  for (int64_t n0 = 0; n0 < p.g.N; n0 += 50) {
+    GemmArgs<float> g = p.g;
+    g.N = std::min<int64_t>(50, p.g.N - n0), g.B += n0 * g.b_cs, g.C = cols.data() + n0;
+    gemm(g, level);
+  }
+  CHECK(rows == one);
+  CHECK(cols == one);
+}
+
 }  // namespace
 
 TEST_CASE("gemm: == reference on every layout, sizes 1..70, accumulate on and off, each SIMD level") {
@@ -184,58 +208,18 @@ TEST_CASE("gemm: bits equal for 1, 2 and 3 threads and for any split into row or
       for (int layout : c.second) {
         const Dims d = c.first;
         INFO("M ", d.M, " N ", d.N, " K ", d.K, " level ", simd_level_name(level), " layout ", layout);
-        Problem<float> p(d.M, d.N, d.K, layout & 1, layout & 2, layout & 4, uint64_t(layout));
-        set_num_threads(1);
-        const std::vector<float> one = p.run(level);
-        for (int threads : {2, 3}) {
-          set_num_threads(threads);
-          CHECK(p.run(level) == one);
-        }
-        std::vector<float> rows = p.c, cols = p.c;
-        for (int64_t m0 = 0; m0 < p.g.M; m0 += 10) {
-          GemmArgs<float> g = p.g;
-          g.M = std::min<int64_t>(10, p.g.M - m0), g.A += m0 * g.a_rs, g.C = rows.data() + m0 * g.c_rs;
-          gemm(g, level);
-        }
-        for (int64_t n0 = 0; n0 < p.g.N; n0 += 50) {
-          GemmArgs<float> g = p.g;
-          g.N = std::min<int64_t>(50, p.g.N - n0), g.B += n0 * g.b_cs, g.C = cols.data() + n0;
-          gemm(g, level);
-        }
-        CHECK(rows == one);
-        CHECK(cols == one);
+        check_same_bits(Problem<float>(d.M, d.N, d.K, layout & 1, layout & 2, layout & 4, uint64_t(layout)), level);
       }
-  set_num_threads(2);
 }
 
 TEST_CASE("gemm: x·Wᵀ with 3..48 rows (dot blocks): bits equal for any thread count and any row or column split") {
   for (SimdLevel level : levels())
     for (bool accumulate : {false, true}) {
       INFO("level ", simd_level_name(level), " accumulate ", accumulate);
-      Problem<float> p(48, 1030, 301, false, true, accumulate, 11);
+      const Problem<float> p(48, 1030, 301, false, true, accumulate, 11);
       CHECK(p.check(level) <= 1);
-      set_num_threads(1);
-      const std::vector<float> one = p.run(level);
-      for (int threads : {2, 3}) {
-        set_num_threads(threads);
-        CHECK(p.run(level) == one);
-      }
-      // blocks of 10 rows (3 x 4 blocks then a 1-row edge) and of 50 columns (a 2-column edge every 50)
-      std::vector<float> rows = p.c, cols = p.c;
-      for (int64_t m0 = 0; m0 < p.g.M; m0 += 10) {
-        GemmArgs<float> g = p.g;
-        g.M = std::min<int64_t>(10, p.g.M - m0), g.A += m0 * g.a_rs, g.C = rows.data() + m0 * g.c_rs;
-        gemm(g, level);
-      }
-      for (int64_t n0 = 0; n0 < p.g.N; n0 += 50) {
-        GemmArgs<float> g = p.g;
-        g.N = std::min<int64_t>(50, p.g.N - n0), g.B += n0 * g.b_cs, g.C = cols.data() + n0;
-        gemm(g, level);
-      }
-      CHECK(rows == one);
-      CHECK(cols == one);
+      check_same_bits(p, level);  // blocks of 10 rows: 3 x 4 blocks then a 1-row edge; of 50 columns: a 2-column edge
     }
-  set_num_threads(2);
 }
 
 TEST_CASE("matmul: a Linear layer on [B, 1, d] is one product of B rows, equal to the rows one by one") {
