@@ -87,9 +87,9 @@ $(BUILD)/obj/%.o: %.cu
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 # CI's check that the CUDA code compiles where nvcc exists but no GPU does: every .cu file and the CUDA
-# test file, without the rest of the CUDA=1 build.
+# test files, without the rest of the CUDA=1 build.
 .PHONY: cuda-compile
-cuda-compile: $(filter %.o,$(patsubst %.cu,$(BUILD)/obj/%.o,$(filter %.cu,$(LIB_SRC)))) $(BUILD)/obj/tests/test_cuda.o
+cuda-compile: $(patsubst %.cu,$(BUILD)/obj/%.o,$(filter %.cu,$(LIB_SRC))) $(filter $(BUILD)/obj/tests/test_cuda%,$(TEST_OBJ))
 endif
 
 # The SIMD kernel tables (engine/vec_kernels_*.cpp) are the only files built for an instruction set beyond

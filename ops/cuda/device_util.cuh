@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "engine/cuda.h"
+#include "engine/error.h"
 
 namespace eng::cuda {
 
@@ -46,6 +47,18 @@ class Scratch {
   size_t bytes_;
   float* p_;
 };
+
+// Lets `kernel` use `floats` floats of dynamic shared memory (beyond the 48 KiB default, up to the GPU's
+// opt-in limit: 227 KiB on the H100/H200, 163 KiB on the A100; the attention kernels need at most 147 KiB).
+template <class Kernel>
+void allow_shared(Kernel kernel, int64_t floats, const char* name) {
+  const int64_t bytes = floats * int64_t(sizeof(float));
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();  // clear it, so that the next check_launch does not report it again
+    fail(name, ": cannot use ", bytes, " bytes of shared memory: ", cudaGetErrorString(e));
+  }
+}
 
 struct SumOp {
   __device__ float operator()(float a, float b) const { return a + b; }

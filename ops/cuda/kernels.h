@@ -98,4 +98,43 @@ void embedding_scatter_add(const float* dout, const int64_t* ids, float* dweight
 // out[c] = sum over r of x[r, c] (the bias gradient), deterministic: fixed row chunks summed in order.
 void sum_rows(const float* x, float* out, int64_t rows, int64_t cols);
 
+// attention.cu -------------------------------------------------------------------------------------------
+// Fused softmax attention (FlashAttention, Dao et al. 2022), the GPU twin of ops/attention_flash.h with a
+// causal mask only: q [B, H, Lq, D], k [B, H, Lk, D], v [B, H, Lk, Dv] -> out [B, H, Lq, Dv] =
+// softmax(q kᵀ scale) v and lse [B, H, Lq], each row's logsumexp of the scaled logits. Causal: query i
+// (absolute position i + query_offset) sees keys j <= i + query_offset; without causal every key. A query
+// that sees no key (causal with i + query_offset < 0, or Lk = 0) gets zeros and lse = -inf. D and Dv are
+// at most 128 (eng::Error otherwise). Never materialises Lq x Lk: tiles of 64 queries x 64 keys in shared
+// memory, an online softmax, causal key tiles after the diagonal skipped.
+void flash_attention_forward(const float* q, const float* k, const float* v, float* out, float* lse, int64_t B,
+                             int64_t H, int64_t Lq, int64_t Lk, int64_t D, int64_t Dv, float scale, bool causal,
+                             int64_t query_offset);
+// Gradients from the forward's out and lse: dq, dk, dv overwritten (all three written, zeros where nothing
+// flows), deterministic (no atomics: one kernel per key block for dk, dv, one per query block for dq, each
+// summing its tiles in a fixed order). Scratch: B H Lq floats (rowsum(dout out)).
+void flash_attention_backward(const float* q, const float* k, const float* v, const float* out, const float* lse,
+                              const float* dout, float* dq, float* dk, float* dv, int64_t B, int64_t H, int64_t Lq,
+                              int64_t Lk, int64_t D, int64_t Dv, float scale, bool causal, int64_t query_offset);
+
+// linear_attention.cu ------------------------------------------------------------------------------------
+// Causal linear attention (Katharopoulos et al. 2020), as ops/linear_attention.h's causal_linear_attention
+// without key padding: q, k [B, H, N, M], v [B, H, N, Dv] -> out [B, H, N, Dv],
+//   out_i = φ(q_i)ᵀ S_i / (φ(q_i)ᵀ z_i + eps),  S_i = Σ_{j<=i} φ(k_j) v_jᵀ,  z_i = Σ_{j<=i} φ(k_j),
+// φ(x) = elu(x) + 1 applied inside the kernels when elu_feature, else the identity (q, k already features).
+// eps >= 0 is added after the dot product. M is at most 128. Walks the positions in chunks of 32 with the
+// running state in shared memory: O(N M Dv) time, never the N states.
+void causal_linear_attention_forward(const float* q, const float* k, const float* v, float* out, int64_t B, int64_t H,
+                                     int64_t N, int64_t M, int64_t Dv, float eps, bool elu_feature);
+// Gradients (dq, dk, dv overwritten) from the forward's out and dout: a prefix pass for dq and suffix passes
+// for dk and dv (the paper's Algorithm 1), deterministic. M and Dv are at most 128. Scratch: 2 B H N floats
+// (the denominators and ∂L/∂den).
+void causal_linear_attention_backward(const float* q, const float* k, const float* v, const float* out,
+                                      const float* dout, float* dq, float* dk, float* dv, int64_t B, int64_t H,
+                                      int64_t N, int64_t M, int64_t Dv, float eps, bool elu_feature);
+// One recurrent step (Eq. 16–20) for every (b, h): q, k [B, H, M], v [B, H, Dv] (one position), state
+// s [B, H, M, Dv] and z [B, H, M] (zero at the start) updated in place, s += φ(k) vᵀ, z += φ(k), unless k is
+// null (then v is not read and the state only read); then out [B, H, Dv] = φ(q)ᵀ s / (φ(q)ᵀ z + eps).
+void linear_attention_step(const float* q, const float* k, const float* v, float* s, float* z, float* out, int64_t B,
+                           int64_t H, int64_t M, int64_t Dv, float eps, bool elu_feature);
+
 }  // namespace eng::cuda

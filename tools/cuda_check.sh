@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The CUDA check for a machine with a GPU (docs/cuda.md): builds the CUDA=1 test binary and runs the CUDA
+# cases (tests/test_cuda.cpp, tests/test_cuda_attention.cpp), which compare every kernel with the CPU ops. Meant to fit a short GPU loan:
+# one build with all cores, one test run, the output kept in "${OUT:-/tmp}/cuda_tests.txt".
+# Usage: tools/cuda_check.sh   (CUDA_ARCH=80 for an A100; the default, 90, is the H100/H200)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+log="${OUT:-/tmp}/cuda_tests.txt"
+mkdir -p "$(dirname "$log")"
+
+# Which GPU this is (the tests print the reason when none is usable).
+nvidia-smi -L || echo "nvidia-smi failed or is missing"
+
+# The library and the test binary in build-cuda/, kernels built for CUDA_ARCH.
+make -j16 CUDA=1 CUDA_ARCH="${CUDA_ARCH:-90}" build-cuda/run_tests
+
+# Every CUDA case; a failure fails the pipeline (pipefail), and so the script.
+./build-cuda/run_tests -tc='*cuda*' 2>&1 | tee "$log"
+
+# Without a usable device the cases skip and pass: that is not a GPU check.
+if grep -q "CUDA tests skipped" "$log"; then
+  echo "cuda_check: no usable GPU, the CUDA cases were skipped" >&2
+  exit 1
+fi
+echo "cuda_check: all CUDA cases passed; output in $log"
