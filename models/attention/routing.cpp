@@ -13,7 +13,6 @@
 #include "ops/index.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"
-#include "ops/reduce.h"
 #include "ops/softmax.h"
 #include "ops/view.h"
 
