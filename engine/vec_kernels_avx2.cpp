@@ -28,6 +28,9 @@ struct V {
     const __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23);
     return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
   }
+  static R scale2_biased(R p, R t) {
+    return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), _mm256_slli_epi32(_mm256_castps_si256(t), 23)));
+  }
   static R sqrt(R a) { return _mm256_sqrt_ps(a); }
   static R abs(R a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.f), a); }
   static R fma(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }

@@ -35,6 +35,9 @@ struct V {
     const __m512i e = _mm512_slli_epi32(_mm512_cvtps_epi32(n), 23);
     return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), e));
   }
+  static R scale2_biased(R p, R t) {
+    return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), _mm512_slli_epi32(_mm512_castps_si512(t), 23)));
+  }
   static R sqrt(R a) { return _mm512_sqrt_ps(a); }
   static R abs(R a) { return _mm512_abs_ps(a); }
   static R fma(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }

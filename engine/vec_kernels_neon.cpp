@@ -26,6 +26,9 @@ struct V {
     const int32x4_t e = vshlq_n_s32(vcvtnq_s32_f32(n), 23);
     return vreinterpretq_f32_s32(vaddq_s32(vreinterpretq_s32_f32(p), e));
   }
+  static R scale2_biased(R p, R t) {
+    return vreinterpretq_f32_s32(vaddq_s32(vreinterpretq_s32_f32(p), vshlq_n_s32(vreinterpretq_s32_f32(t), 23)));
+  }
   static R sqrt(R a) { return vsqrtq_f32(a); }
   static R abs(R a) { return vabsq_f32(a); }
   static R fma(R a, R b, R c) { return vfmaq_f32(c, a, b); }

@@ -1,7 +1,8 @@
 // The SIMD body of every f32 kernel in engine/vec_kernels.h, written once over a vector type V that the
 // including file defines (engine/vec_kernels_{avx2,avx512,neon}.cpp, each compiled for its instruction set).
 // V gives: R (register of W floats), M (lane mask), load/store/set, add/sub/mul/div/min/max/sqrt/abs,
-// scale2(p, n) = p 2^n for integral n by an add to the exponent field (the result must be normal),
+// scale2(p, n) = p 2^n for integral n by an add to the exponent field (the result must be normal), scale2_biased(p, t)
+// the same with n given as t = n + 1.5 * 2^23 (n in t's low mantissa bits, which a shift by 23 moves to the exponent),
 // fma(a, b, c) = a b + c, fnma(a, b, c) = c - a b, round (to nearest), lt/le/gt/isnan -> M, select(m, a, b),
 // isinf_pos, mask_or, any, pow2i(n) = 2^n for integral n in [-126, 127], frexp(x, e) = mantissa in [1, 2) with e the
 // exponent (positive normal x), copysign, hsum, hmax, first.
@@ -49,26 +50,36 @@ ENG_VEC_INLINE R reduce_ln2(R x, R& n) {
   return V::fnma(n, V::set(-2.12194440e-4f), r);
 }
 
-// e^x: x is clamped to [-87.3, 88.7228] (n in [-126, 128]) and 2^n put into p's exponent field by an
-// integer add (p e^r is in [0.7, 1.42], so the result stays normal). Below -87.3 the result is 0: no
-// denormal is ever produced (they are slow on some CPUs, and masked logits of -inf are common); above
-// ln(FLT_MAX) it is +inf; NaN stays NaN.
+// e^x = 2^n e^r for x in [-87.3, 88.7228] (out-of-range lanes are the callers' to replace): n = round(x log2 e)
+// by the 1.5 * 2^23 trick (one fma puts x log2 e + magic into [2^23, 2^24), where floats are the integers, so it
+// rounds to nearest with no round instruction), r = x - n ln2 in [-ln2/2, ln2/2] (Cody-Waite), and e^r by a
+// degree-6 minimax polynomial (relative error 3.9e-9 in exact arithmetic, fitted by a reweighted least squares
+// on Chebyshev nodes), 2^n then added to its exponent field. NaN stays NaN.
+ENG_VEC_INLINE R exp_core(R x) {
+  const R magic = V::set(12582912.f);
+  const R t = V::fma(x, V::set(1.44269504088896341f), magic), n = V::sub(t, magic);
+  R r = V::fnma(n, V::set(0.693359375f), x);
+  r = V::fnma(n, V::set(-2.12194440e-4f), r);
+  R p = V::set(1.3814608100801706e-3f);
+  p = V::fma(p, r, V::set(8.368710055947304e-3f));
+  p = V::fma(p, r, V::set(4.166838899254799e-2f));
+  p = V::fma(p, r, V::set(1.666652113199234e-1f));
+  p = V::fma(p, r, V::set(4.999999403953552e-1f));
+  p = V::fma(p, r, V::set(1.f));
+  p = V::fma(p, r, V::set(1.f));
+  return V::scale2_biased(p, t);
+}
+
+// e^x: 0 below -87.3 (no denormal is ever produced: they are slow on some CPUs, and masked logits of -inf are
+// common), +inf above ln(FLT_MAX), NaN stays NaN. In range p e^r is in [0.7, 1.42] and n in [-126, 128], so the
+// result is normal.
 ENG_VEC_INLINE R vexp(R x) {
-  R n;
-  const R r = reduce_ln2(clamp_keep_nan(x, -87.3f, 88.7228f), n);
-  const R p = V::add(V::add(expm1_core(r), r), V::set(1.f));
-  R y = V::scale2(p, n);
-  y = V::select(V::lt(x, V::set(-87.3f)), V::set(0.f), y);
+  const R y = V::select(V::lt(x, V::set(-87.3f)), V::set(0.f), exp_core(x));
   return V::select(V::gt(x, V::set(88.7228f)), V::set(__builtin_inff()), y);
 }
 
-// e^x for x <= 0 or NaN (a logit minus its row's maximum): vexp without the upper clamp and overflow.
-ENG_VEC_INLINE R vexp_nonpos(R x) {
-  R n;
-  const R r = reduce_ln2(V::max(V::set(-87.3f), x), n);
-  const R y = V::scale2(V::add(V::add(expm1_core(r), r), V::set(1.f)), n);
-  return V::select(V::lt(x, V::set(-87.3f)), V::set(0.f), y);
-}
+// e^x for x <= 0 or NaN (a logit minus its row's maximum): vexp without the overflow test.
+ENG_VEC_INLINE R vexp_nonpos(R x) { return V::select(V::lt(x, V::set(-87.3f)), V::set(0.f), exp_core(x)); }
 
 // e^x - 1 = 2^n (1 + q) - 1 = 2^n q + (2^n - 1) with q = e^r - 1: relative accuracy near 0, where
 // n = 0 and the result is q itself. For x <= 88 (the callers pass x <= 0); -1 below -88; NaN stays NaN.
@@ -295,43 +306,69 @@ float max_k(const float* x, int64_t n) {
   return V::any(nan) ? __builtin_nanf("") : V::hmax(m);
 }
 
-float exp_sub_sum_k(const float* x, float mx, float* y, int64_t n) {
+// The rows of a softmax are usually consecutive, and its exponentials are compute-bound: while a row computes
+// them, NextRow fetches the next row's cache lines so that the next row's max pass does not wait for memory.
+// A prefetch never faults, so the last row reaching past its buffer is harmless.
+template <bool NextRow>
+ENG_VEC_INLINE void prefetch_next_row(const float* x, int64_t n, int64_t i) {
+  if (NextRow && i % 16 == 0) __builtin_prefetch(x + n + i);
+}
+
+// Σ e^(x - mx), the terms stored in y when Store.
+template <bool NextRow, bool Store>
+float exp_sub_sum_rows(const float* x, float mx, float* y, int64_t n) {
   const R m = V::set(mx);
-  R acc = V::set(0.f);
+  R acc0 = V::set(0.f), acc1 = V::set(0.f);
   int64_t i = 0;
   for (; i + W <= n; i += W) {
+    prefetch_next_row<NextRow>(x, n, i);
     const R e = vexp_nonpos(V::sub(V::load(x + i), m));
-    V::store(y + i, e);
-    acc = V::add(acc, e);
+    if (Store) V::store(y + i, e);
+    acc0 = V::add(acc0, e);
   }
   if (i < n) {
     const R e = vexp_nonpos(V::sub(load_tail(x + i, n - i, -__builtin_inff()), m));
-    store_tail(y + i, e, n - i);
-    acc = V::add(acc, e);
+    if (Store) store_tail(y + i, e, n - i);
+    acc1 = e;
   }
-  return V::hsum(acc);
+  return V::hsum(V::add(acc0, acc1));
+}
+float exp_sub_sum_k(const float* x, float mx, float* y, int64_t n) {
+  return exp_sub_sum_rows<false, true>(x, mx, y, n);
 }
 
-// Fills a row whose maximum is NaN or -inf; false if the row is ordinary.
-bool special_row(float m, float* y, int64_t n, float neg_inf_fill) {
+// The row maximum for a softmax, without the NaN test per vector of max_k: x86's max returns its second operand
+// when one is NaN, so a NaN entry is skipped here (NEON's max keeps it) and then makes the row's sum NaN, which
+// fills the row with NaN all the same. Only a row of -inf and NaN alone needs the scan of special_row.
+float row_max(const float* x, int64_t n) {
+  R m = V::set(-__builtin_inff());
+  int64_t i = 0;
+  for (; i + W <= n; i += W) m = V::max(V::load(x + i), m);
+  if (i < n) m = V::max(load_tail(x + i, n - i, -__builtin_inff()), m);
+  return V::hmax(m);
+}
+
+// Fills a row whose maximum is NaN or -inf (with NaN if the row has one); false if the row is ordinary.
+bool special_row(const float* x, float m, float* y, int64_t n, float neg_inf_fill) {
   if (m == m && m != -__builtin_inff()) return false;
-  const float fill = m == m ? neg_inf_fill : m;
+  bool nan = m != m;
+  for (int64_t k = 0; k < n; ++k) nan = nan || x[k] != x[k];
+  const float fill = nan ? __builtin_nanf("") : neg_inf_fill;
   for (int64_t k = 0; k < n; ++k) y[k] = fill;
   return true;
 }
 
 void softmax_row_k(const float* x, float* y, int64_t n) {
-  const float mx = max_k(x, n);
-  if (special_row(mx, y, n, 0.f)) return;
-  const R inv = V::set(1.f / exp_sub_sum_k(x, mx, y, n));
+  const float mx = row_max(x, n);
+  if (special_row(x, mx, y, n, 0.f)) return;
+  const R inv = V::set(1.f / exp_sub_sum_rows<true, true>(x, mx, y, n));
   map1(y, y, n, [inv](R e) { return V::mul(e, inv); });
 }
 void log_softmax_row_k(const float* x, float* y, int64_t n) {
-  const float mx = max_k(x, n);
-  if (special_row(mx, y, n, -__builtin_inff())) return;
+  const float mx = row_max(x, n);
+  if (special_row(x, mx, y, n, -__builtin_inff())) return;
   const R m = V::set(mx);
-  const float total = reduce_sum(x, x, n, -__builtin_inff(), 0.f, [m](R a, R) { return vexp_nonpos(V::sub(a, m)); });
-  const R lt = vlog(V::set(total));
+  const R lt = vlog(V::set(exp_sub_sum_rows<true, false>(x, mx, y, n)));
   // (x - m) first: adding log(total) to a large m would round it away
   map1(x, y, n, [m, lt](R v) { return V::sub(V::sub(v, m), lt); });
 }
