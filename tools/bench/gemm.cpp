@@ -1,6 +1,7 @@
-// bench gemm: GFLOP/s of the f32 GEMM on square and transformer shapes. With --vs openblas it loads
-// libopenblas.so.0 at run time (dlopen: no build dependency; `apt-get install libopenblas0`) and times
-// it on the same operands, shape by shape, alternating with ours so that both see the same machine load.
+// bench gemm: GFLOP/s of the f32 GEMM on square and transformer shapes (--device cuda: tools/bench/gemm_cuda.cpp).
+// With --vs openblas it loads libopenblas.so.0 at run time (dlopen: no build dependency; `apt-get install
+// libopenblas0`) and times it on the same operands, shape by shape, alternating with ours so that both see the
+// same machine load.
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "engine/threadpool.h"
 #include "ops/gemm.h"
 #include "tools/bench.h"
+#include "tools/bench/gemm_cuda.h"
 
 using namespace eng;
 
@@ -72,10 +74,14 @@ double best_time(const std::function<void()>& fn, double budget) {
 int bench_gemm(int argc, char** argv) {
   Cli cli("bench gemm", "GFLOP/s of the f32 GEMM, optionally beside OpenBLAS on the same operands.");
   auto& threads = cli.add_int("threads", 2, "threads (ours and OpenBLAS)");
-  auto& vs = cli.add_string("vs", "", "'openblas' to time OpenBLAS too, pair by pair");
+  auto& vs = cli.add_string("vs", "", "'openblas' (cpu) or 'cublas' (cuda) to time that library too, pair by pair");
+  auto& device = cli.add_string("device", "cpu", "'cpu', or 'cuda' for the GPU kernels (a CUDA=1 build)");
+  auto& reps = cli.add_int("reps", 10, "cuda: queued calls per timed run");
   auto& rounds = cli.add_int("rounds", 5, "alternating rounds per shape; the best of each side counts");
   auto& budget = cli.add_double("budget", 0.2, "seconds of calls per side per round");
   if (!cli.parse(argc, argv, 2)) return 0;
+  ENG_CHECK(device == "cpu" || device == "cuda", "bench gemm: --device expects 'cpu' or 'cuda', got '", device, "'");
+  if (device == "cuda") return bench_gemm_cuda(vs, reps);
   ENG_CHECK(vs.empty() || vs == "openblas", "bench gemm: --vs expects 'openblas', got '", vs, "'");
   set_num_threads(int(threads));
   OpenBlas ob;
