@@ -308,10 +308,14 @@ float max_k(const float* x, int64_t n) {
 
 // The rows of a softmax are usually consecutive, and its exponentials are compute-bound: while a row computes
 // them, NextRow fetches the next row's cache lines so that the next row's max pass does not wait for memory.
-// A prefetch never faults, so the last row reaching past its buffer is harmless.
+// A prefetch never faults, so the last row reaching past its buffer is harmless (the address is formed as an
+// integer: a pointer past the buffer would be undefined behaviour).
 template <bool NextRow>
 ENG_VEC_INLINE void prefetch_next_row(const float* x, int64_t n, int64_t i) {
-  if (NextRow && i % 16 == 0) __builtin_prefetch(x + n + i);
+  if (NextRow && i % 16 == 0) {
+    const uintptr_t next = reinterpret_cast<uintptr_t>(x + i) + uintptr_t(n) * sizeof(float);
+    __builtin_prefetch(reinterpret_cast<const void*>(next));
+  }
 }
 
 // Σ e^(x - mx), the terms stored in y when Store.

@@ -126,7 +126,9 @@ int bench_gemm_cuda(const std::string& vs, int64_t reps) {
       };
     };
     auto theirs = [&](bool tf32) {
-      return [&, tf32] { cb.gemm(tf32, s.M, s.N, s.K, A.device_data<float>(), B.device_data<float>(), D.device_data<float>()); };
+      return [&, tf32] {
+        cb.gemm(tf32, s.M, s.N, s.K, A.device_data<float>(), B.device_data<float>(), D.device_data<float>());
+      };
     };
     const double flop = 2.0 * double(s.M) * double(s.N) * double(s.K);
     double t[4] = {1e30, 1e30, 1e30, 1e30};  // ours fp32, ours tf32, cuBLAS fp32, cuBLAS tf32
