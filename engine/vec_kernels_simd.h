@@ -515,8 +515,7 @@ void norm_param_grad_row_k(const float* x, float mu, float rstd, const float* g,
 
 float cross_entropy_row_k(const float* x, int64_t c, int64_t t, float on, float uniform, float* lse) {
   const float mx = max_k(x, c);
-  const R m = V::set(mx);
-  const float s = reduce_sum(x, x, c, -__builtin_inff(), 0.f, [m](R a, R) { return vexp_nonpos(V::sub(a, m)); });
+  const float s = exp_sub_sum_rows<false, false>(x, mx, nullptr, c);
   const float l = mx + V::first(vlog(V::set(s)));
   *lse = l;
   return l - on * x[t] - uniform * (uniform != 0.f ? sum_k(x, c) : 0.f);
@@ -524,7 +523,13 @@ float cross_entropy_row_k(const float* x, int64_t c, int64_t t, float on, float 
 void cross_entropy_backward_row_k(const float* x, int64_t c, int64_t t, float lse, float on, float uniform,
                                   float scale, float* gx) {
   const R l = V::set(lse), u = V::set(uniform), sc = V::set(scale);
-  map1(x, gx, c, [l, u, sc](R v) { return V::mul(V::sub(vexp(V::sub(v, l)), u), sc); });
+  auto grad4 = [l, u, sc](const R* v, R* g) {
+    R d[4];
+    for (int j = 0; j < 4; ++j) d[j] = V::sub(v[j], l);
+    vexp<4>(d, g);
+    for (int j = 0; j < 4; ++j) g[j] = V::mul(V::sub(g[j], u), sc);
+  };
+  map1_x4(x, gx, c, grad4, [l, u, sc](R v) { return V::mul(V::sub(vexp(V::sub(v, l)), u), sc); });
   gx[t] -= on * scale;
 }
 
