@@ -43,10 +43,11 @@ ifeq ($(SANITIZE),1)
   LDFLAGS += $(SANFLAGS)
 endif
 
-LIB_SRC := $(wildcard engine/*.cpp ops/*.cpp models/*.cpp models/*/*.cpp datasets/*.cpp)
+LIB_SRC := $(wildcard engine/*.cpp ops/*.cpp models/*.cpp models/*/*.cpp datasets/*.cpp) ops/cuda/host.cpp
 
-# The CUDA backend (docs/cuda.md): the .cu files are compiled by nvcc and engine/cuda_host.cpp (the stand-in
-# that reports CUDA as not built) is left out. CUDA_ARCH is the GPU generation the kernels are built for:
+# The CUDA backend (docs/cuda.md): the .cu files are compiled by nvcc, the ops' dispatch to it (ops/cuda/*.cpp)
+# by the host compiler, and the stand-ins that report CUDA as not built (engine/cuda_host.cpp,
+# ops/cuda/host.cpp) are left out. CUDA_ARCH is the GPU generation the kernels are built for:
 # 90 for the H100/H200 (sm_90); e.g. CUDA_ARCH=80 for the A100.
 ifeq ($(CUDA),1)
   CUDA_HOME ?= /usr/local/cuda
@@ -58,7 +59,8 @@ ifeq ($(CUDA),1)
   NVCCFLAGS := -O3 -std=c++17 -I. -MMD -MP -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) \
 	-Xcompiler -Wall,-Wextra,-Werror,-fno-trapping-math -Werror all-warnings -DENG_CUDA
   CXXFLAGS += -DENG_CUDA
-  LIB_SRC := $(filter-out engine/cuda_host.cpp,$(LIB_SRC)) $(wildcard engine/*.cu ops/cuda/*.cu)
+  LIB_SRC := $(filter-out engine/cuda_host.cpp ops/cuda/host.cpp,$(LIB_SRC)) $(wildcard engine/*.cu ops/cuda/*.cu) \
+	$(filter-out ops/cuda/host.cpp,$(wildcard ops/cuda/*.cpp))
   LDFLAGS += -L$(CUDA_HOME)/lib64 -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64
 endif
 TOOL_SRC := $(wildcard tools/*.cpp)
@@ -86,10 +88,11 @@ $(BUILD)/obj/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-# CI's check that the CUDA code compiles where nvcc exists but no GPU does: every .cu file and the CUDA
-# test files, without the rest of the CUDA=1 build.
+# CI's check that the CUDA code compiles where nvcc exists but no GPU does: every .cu file, the ops' dispatch
+# (ops/cuda/*.cpp) and the CUDA test files, without the rest of the CUDA=1 build.
 .PHONY: cuda-compile
-cuda-compile: $(patsubst %.cu,$(BUILD)/obj/%.o,$(filter %.cu,$(LIB_SRC))) $(filter $(BUILD)/obj/tests/test_cuda%,$(TEST_OBJ))
+cuda-compile: $(patsubst %.cu,$(BUILD)/obj/%.o,$(filter %.cu,$(LIB_SRC))) \
+	$(patsubst %.cpp,$(BUILD)/obj/%.o,$(filter ops/cuda/%.cpp,$(LIB_SRC))) $(filter $(BUILD)/obj/tests/test_cuda%,$(TEST_OBJ))
 endif
 
 # The SIMD kernel tables (engine/vec_kernels_*.cpp) are the only files built for an instruction set beyond

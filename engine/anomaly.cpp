@@ -13,7 +13,7 @@ bool g_detect = false;
 
 int64_t first_nonfinite(const Tensor& t) {
   if (!t.defined() || !is_floating(t.dtype())) return -1;
-  const Tensor c = t.contiguous();
+  const Tensor c = to_device(t, Device::CPU).contiguous();  // a CUDA tensor is checked in a host copy
   int64_t found = -1;
   ENG_DISPATCH(c.dtype(), T, {
     const T* p = static_cast<const T*>(c.raw_data());
@@ -29,7 +29,7 @@ int64_t first_nonfinite(const Tensor& t) {
 std::string describe_nonfinite(const Tensor& t) {
   const int64_t i = first_nonfinite(t);
   if (i < 0) return "";
-  const double x = t.contiguous().to(DType::F64).to_vector()[size_t(i)];
+  const double x = to_device(t, Device::CPU).contiguous().to(DType::F64).to_vector()[size_t(i)];
   std::ostringstream s;
   s << (std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf") << " at element " << i << " of " << t.shape();
   return s.str();

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "engine/anomaly.h"
+#include "engine/cuda.h"
 #include "engine/error.h"
 #include "engine/strided.h"
 
@@ -25,8 +26,17 @@ OpRegistry& op_registry() {
   return *r;
 }
 
-// dst += src, same shape, any strides.
+// dst += src, same shape, any strides (on CUDA: f32, dst contiguous).
 void add_into(const Tensor& dst, const Tensor& src) {
+  ENG_CHECK(dst.device() == src.device(), "autograd: a gradient on ", device_name(src.device()),
+            " reached a tensor whose gradient is on ", device_name(dst.device()), " (shape ", dst.shape(), ")");
+  if (dst.device() == Device::CUDA) {
+    ENG_CHECK(dst.dtype() == DType::F32 && src.dtype() == DType::F32 && dst.is_contiguous(),
+              "autograd: gradients on cuda are summed in f32 into a contiguous tensor, got ", dst.dtype(), " += ",
+              src.dtype(), " of shape ", dst.shape());
+    const Tensor s = src.is_contiguous() ? src : src.clone();
+    return cuda::add_into(dst.device_data<float>(), s.device_data<float>(), dst.numel());
+  }
   ENG_DISPATCH(dst.dtype(), D, ENG_DISPATCH(src.dtype(), S, {
     D* d = static_cast<D*>(dst.storage()->data);
     const S* s = static_cast<const S*>(src.storage()->data);
@@ -134,6 +144,8 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
             " does not require grad (no input of the computation had requires_grad set)");
   ENG_CHECK(grad_output.shape() == root.shape(), "backward: output gradient shape ", grad_output.shape(),
             " != tensor shape ", root.shape());
+  ENG_CHECK(grad_output.device() == root.device(), "backward: output gradient on ", device_name(grad_output.device()),
+            " for a tensor on ", device_name(root.device()));
   NoGradGuard no_grad;
   std::unordered_map<TensorImpl*, PendingGrad> grads;
   std::vector<Tensor> order = root.is_leaf() ? std::vector<Tensor>{root} : topo_order(root);
@@ -141,7 +153,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
 
   auto add_to_leaf = [](TensorImpl* leaf, const Tensor& g) {
     if (!leaf->grad) {
-      Tensor fresh = empty(leaf->shape, leaf->dtype);
+      Tensor fresh = empty_on(leaf->shape, leaf->dtype, leaf->storage->device);
       fresh.copy_from(g);
       leaf->grad = fresh.shared_impl();
     } else {
@@ -171,6 +183,8 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
       if (!in.defined() || !in.requires_grad() || !gin[i].defined()) continue;
       ENG_CHECK(gin[i].shape() == in.shape(), "autograd: op '", node->op, "' returned a gradient of shape ",
                 gin[i].shape(), " for input ", i, " of shape ", in.shape());
+      ENG_CHECK(gin[i].device() == in.device(), "autograd: op '", node->op, "' returned a gradient on ",
+                device_name(gin[i].device()), " for input ", i, " on ", device_name(in.device()));
       if (detect_anomaly()) check_op_gradient(node->op, i, gin[i], g);
       if (in.is_leaf())
         add_to_leaf(in.impl(), gin[i]);

@@ -9,6 +9,7 @@
 // again at once, because whoever gets it can only touch it from later work on that same stream.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "engine/allocator.h"
@@ -51,5 +52,28 @@ void synchronize(const char* op);
 // Throws eng::Error naming `kernel` when the last launch failed (cudaGetLastError). Called by the
 // kernel wrappers in ops/cuda/ after each launch.
 void check_launch(const char* kernel);
+
+// Device work of the engine itself (engine/cuda_tensor.cu, engine/cuda_adam.cu): copies between views,
+// gradient sums, the optimizer's updates. Queued on the default stream like the kernels of ops/cuda/.
+
+// The most dimensions copy_strided takes.
+constexpr int kMaxCopyDims = 8;
+// dst[i] = src[i] for every logical index i of `shape` (ndim <= kMaxCopyDims dims), each side addressed
+// through its own strides (in elements of elem_size bytes: 1, 2, 4 or 8) from its first element: a
+// gather (strided source), a scatter (strided destination) or both. The two must not overlap.
+void copy_strided(void* dst, const int64_t* dst_strides, const void* src, const int64_t* src_strides,
+                  const int64_t* shape, int ndim, size_t elem_size);
+// dst[i] += src[i] over n contiguous f32 elements (autograd's gradient accumulation).
+void add_into(float* dst, const float* src, int64_t n);
+// Sum of x[i]^2 over n f32 elements, in double, in a fixed order (blocks of a fixed size added in order):
+// the same on every run. Waits for the result.
+double sum_squares(const float* x, int64_t n);
+// x[i] = float(double(x[i]) * c) over n f32 elements (gradient clipping).
+void scale(float* x, int64_t n, double c);
+// One Adam step (AdamW when decoupled) in place over n f32 elements, step >= 1 counting this update: the
+// f32 path of engine/optim.cpp bit for bit (its AdamStep coefficients computed from the same doubles, and
+// the scalar kernel's element math in double).
+void adam_update(float* param, const float* grad, float* m, float* v, int64_t n, double lr, double beta1,
+                 double beta2, double eps, double weight_decay, bool decoupled, int64_t step);
 
 }  // namespace eng::cuda

@@ -32,4 +32,14 @@ void memset_zero(void*, size_t) { not_built("memset_zero"); }
 void synchronize(const char*) { not_built("synchronize"); }
 void check_launch(const char*) { not_built("check_launch"); }
 
+void copy_strided(void*, const int64_t*, const void*, const int64_t*, const int64_t*, int, size_t) {
+  not_built("copy_strided");
+}
+void add_into(float*, const float*, int64_t) { not_built("add_into"); }
+double sum_squares(const float*, int64_t) { not_built("sum_squares"); }
+void scale(float*, int64_t, double) { not_built("scale"); }
+void adam_update(float*, const float*, float*, float*, int64_t, double, double, double, double, double, bool, int64_t) {
+  not_built("adam_update");
+}
+
 }  // namespace eng::cuda

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "engine/autograd.h"
+#include "engine/cuda.h"
 #include "engine/error.h"
 #include "engine/strided.h"
 #include "engine/threadpool.h"
@@ -34,6 +35,12 @@ void check_nonneg(const char* opt, const char* what, double v) {
 }
 
 bool is_state_name(const std::string& n) { return n.compare(0, 6, "optim.") == 0; }
+
+// The updates without a CUDA kernel refuse CUDA parameters instead of reading device memory on the host.
+void check_on_cpu(const char* opt, const Tensor& param) {
+  ENG_CHECK(param.device() == Device::CPU, opt, ": parameter of shape ", param.shape(), " is on ",
+            device_name(param.device()), "; only Adam and AdamW update cuda parameters");
+}
 
 }  // namespace
 
@@ -70,7 +77,8 @@ std::vector<Tensor> Optimizer::params() const {
 
 Tensor Optimizer::add_state(const std::string& kind, size_t param, bool counter) {
   const Tensor& p = params_[param].second;
-  Tensor t = counter ? zeros({}, DType::I64) : zeros(p.shape(), p.dtype());
+  // the step counter stays on the host, which computes the bias corrections from it
+  Tensor t = counter ? zeros({}, DType::I64) : zeros_on(p.shape(), p.dtype(), p.device());
   state_.emplace_back("optim." + kind + "." + params_[param].first, t);
   return t;
 }
@@ -136,6 +144,7 @@ SGD::SGD(NamedTensors params, double lr, double momentum, double weight_decay, b
 }
 
 void SGD::update(size_t i, const Tensor& param, const Tensor& grad) {
+  check_on_cpu(name_, param);
   const double lr = this->lr(), mu = momentum_, wd = weight_decay_;
   const bool nesterov = nesterov_;
   ENG_DISPATCH(param.dtype(), T, {
@@ -196,6 +205,11 @@ void Adam::update(size_t i, const Tensor& param, const Tensor& grad) {
   const int64_t t = ++*step_[i].data<int64_t>();
   const double lr = this->lr(), b1 = beta1_, b2 = beta2_, eps = eps_, wd = weight_decay_;
   const bool decoupled = decoupled_;
+  if (param.device() == Device::CUDA) {
+    ENG_CHECK(param.dtype() == DType::F32, name_, ": cuda parameters are f32, got ", param.dtype());
+    return cuda::adam_update(param.device_data<float>(), grad.device_data<float>(), exp_avg_[i].device_data<float>(),
+                             exp_avg_sq_[i].device_data<float>(), param.numel(), lr, b1, b2, eps, wd, decoupled, t);
+  }
   const double step_size = lr / (1 - std::pow(b1, double(t)));
   const double bc2_sqrt = std::sqrt(1 - std::pow(b2, double(t)));
   if (param.dtype() == DType::F32) {
@@ -234,6 +248,7 @@ RAdam::RAdam(NamedTensors params, double lr, double beta1, double beta2, double 
     : Adam("RAdam", std::move(params), lr, beta1, beta2, eps, weight_decay, false) {}
 
 void RAdam::update(size_t i, const Tensor& param, const Tensor& grad) {
+  check_on_cpu(name_, param);
   const int64_t t = ++*step_[i].data<int64_t>();
   const double lr = this->lr(), b1 = beta1_, b2 = beta2_, eps = eps_, wd = weight_decay_;
   const double bc1 = 1 - std::pow(b1, double(t));
@@ -274,6 +289,10 @@ namespace {
 // Sum of squares in double over fixed blocks added in order, so the result does not depend on
 // the thread count.
 double sum_squares(const Tensor& g) {
+  if (g.device() == Device::CUDA) {
+    ENG_CHECK(g.dtype() == DType::F32, "clip_grad_norm: cuda gradients are f32, got ", g.dtype());
+    return cuda::sum_squares(g.device_data<float>(), g.numel());
+  }
   constexpr int64_t kBlock = kGrain;
   const int64_t n = g.numel(), nblocks = (n + kBlock - 1) / kBlock;
   std::vector<double> partial(size_t(nblocks), 0.0);
@@ -293,6 +312,11 @@ double sum_squares(const Tensor& g) {
 }
 
 void scale_in_place(const Tensor& g, double c) {
+  if (g.device() == Device::CUDA) {
+    ENG_CHECK(g.dtype() == DType::F32 && g.is_contiguous(), "clip_grad_norm: a cuda gradient must be f32 and "
+              "contiguous, got ", g.dtype(), " with strides ", g.strides());
+    return cuda::scale(g.device_data<float>(), g.numel(), c);
+  }
   ENG_DISPATCH(g.dtype(), T, {
     if (g.is_contiguous()) {
       T* x = g.data<T>();

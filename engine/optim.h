@@ -8,6 +8,8 @@
 //   PyTorch does, so a parameter that skipped steps gets its own bias correction; steps() counts
 //   the calls to step() and is what a learning-rate schedule reads.
 // - Element math runs in double; parameters and state keep their dtype (f32 or f64).
+// - CUDA parameters (f32): Adam and AdamW update them on the device (engine/cuda.h adam_update), with their
+//   state there too; SGD and RAdam refuse them. clip_grad_norm works on CUDA gradients.
 #pragma once
 #include <cstdint>
 #include <string>

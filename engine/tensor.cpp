@@ -141,7 +141,7 @@ Tensor Tensor::detach() const {
 void Tensor::backward() const {
   ENG_CHECK(numel() == 1, "backward: implicit gradient needs a one-element tensor, got shape ", shape(),
             "; pass the output gradient explicitly");
-  backward(full(shape(), 1.0, dtype()));
+  backward(to_device(full(shape(), 1.0, dtype()), device()));
 }
 
 void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {
@@ -187,27 +187,34 @@ void write_element(const Tensor& t, int64_t off, double v) {
   });
 }
 
-// Strides and dtype conversions are handled on the host side only: the device side is one plain copy.
-void copy_across_devices(const Tensor& dst, const Tensor& src) {
-  if (dst.device() == Device::CPU) return dst.copy_from(to_device(src, Device::CPU));  // the host copy converts
-  ENG_CHECK(dst.is_contiguous(), "copy_from: a cuda destination must be contiguous, got shape ", dst.shape(),
-            " strides ", dst.strides());
-  const size_t nbytes = size_t(dst.numel()) * dtype_size(dst.dtype());
-  if (src.device() == Device::CPU) {
-    Tensor h = src;
-    if (src.dtype() != dst.dtype() || !src.is_contiguous()) {
-      h = empty(dst.shape(), dst.dtype());
-      h.copy_from(src);
-    }
-    return cuda::copy_host_to_device(dst.raw_device_data(), h.raw_data(), nbytes);
+// Between two CUDA tensors of one dtype: a plain copy when both are contiguous, else the strided copy kernel
+// (gather, scatter or both).
+void copy_on_device(const Tensor& dst, const Tensor& src) {
+  ENG_CHECK(src.dtype() == dst.dtype(), "copy_from: a copy between cuda tensors needs one dtype, got ", src.dtype(),
+            " -> ", dst.dtype(), " of shape ", src.shape(), "; conversion runs on the CPU");
+  if (dst.is_contiguous() && src.is_contiguous()) {
+    if (src.raw_device_data() != dst.raw_device_data())
+      cuda::copy_device_to_device(dst.raw_device_data(), src.raw_device_data(),
+                                  size_t(dst.numel()) * dtype_size(dst.dtype()));
+    return;
   }
-  ENG_CHECK(src.dtype() == dst.dtype() && src.is_contiguous(), "copy_from: a copy between cuda tensors needs one ",
-            "dtype and a contiguous source, got ", src.dtype(), " -> ", dst.dtype(), " from strides ", src.strides(),
-            " of shape ", src.shape(), "; convert or gather on the CPU");
-  if (src.raw_device_data() != dst.raw_device_data())
-    cuda::copy_device_to_device(dst.raw_device_data(), src.raw_device_data(), nbytes);
+  ENG_CHECK(dst.storage() != src.storage(), "copy_from: strided copy between views of one cuda storage (shape ",
+            dst.shape(), "); copy through a contiguous tensor");
+  cuda::copy_strided(dst.raw_device_data(), dst.strides().data(), src.raw_device_data(), src.strides().data(),
+                     dst.shape().data(), int(dst.dim()), dtype_size(dst.dtype()));
 }
 
+// Dtype conversions run on the host side; strides are gathered on whichever side holds them.
+void copy_across_devices(const Tensor& dst, const Tensor& src) {
+  if (dst.device() == Device::CPU) return dst.copy_from(to_device(src, Device::CPU));  // the host copy converts
+  if (src.device() == Device::CUDA) return copy_on_device(dst, src);
+  Tensor h = src;
+  if (src.dtype() != dst.dtype()) {
+    h = empty(dst.shape(), dst.dtype());
+    h.copy_from(src);
+  }
+  copy_on_device(dst, to_device(h, Device::CUDA));
+}
 }  // namespace
 
 double Tensor::item() const {
@@ -247,9 +254,8 @@ void Tensor::copy_from(const Tensor& src) const {
 
 void Tensor::fill(double v) const {
   if (device() == Device::CUDA) {
-    ENG_CHECK(is_contiguous(), "fill: a cuda tensor must be contiguous, got shape ", shape(), " strides ", strides());
-    // fill is for initialisation: one host buffer and one copy serve any value without a kernel
-    if (v == 0 && !std::signbit(v))
+    // fill is for initialisation: one host buffer and one copy serve any value and strides without a kernel
+    if (v == 0 && !std::signbit(v) && is_contiguous())
       cuda::memset_zero(raw_device_data(), size_t(numel()) * dtype_size(dtype()));
     else
       copy_from(full(shape(), v, dtype()));
@@ -330,6 +336,13 @@ Tensor empty_on(const Shape& shape, DType dtype, Device device) {
   return Tensor(t);
 }
 
+Tensor zeros_on(const Shape& shape, DType dtype, Device device) {
+  if (device == Device::CPU) return zeros(shape, dtype);
+  Tensor t = empty_on(shape, dtype, device);
+  t.fill(0);
+  return t;
+}
+
 Tensor to_device(const Tensor& x, Device d) {
   if (x.device() == d) return x;
   const size_t nbytes = size_t(x.numel()) * dtype_size(x.dtype());
@@ -339,20 +352,10 @@ Tensor to_device(const Tensor& x, Device d) {
     cuda::copy_host_to_device(out.raw_device_data(), src.raw_data(), nbytes);
     return out;
   }
+  // A strided view is gathered on the device first, so only its own elements come over.
+  const Tensor src = x.is_contiguous() ? x : x.detach().clone();
   Tensor out = empty(x.shape(), x.dtype());
-  if (x.is_contiguous()) {
-    cuda::copy_device_to_host(out.raw_data(), x.raw_device_data(), nbytes);
-    return out;
-  }
-  // A strided view: its whole storage comes over, and the host gathers it with the same geometry.
-  auto host = std::make_shared<TensorImpl>();
-  host->storage = std::make_shared<Storage>(x.storage()->nbytes, Device::CPU);
-  cuda::copy_device_to_host(host->storage->data, x.storage()->data, x.storage()->nbytes);
-  host->shape = x.shape();
-  host->strides = x.strides();
-  host->offset = x.offset();
-  host->dtype = x.dtype();
-  out.copy_from(Tensor(host));
+  cuda::copy_device_to_host(out.raw_data(), src.raw_device_data(), nbytes);
   return out;
 }
 

@@ -93,11 +93,11 @@ class Tensor {
   // Raw view with the given geometry over the same storage; bounds are checked.
   Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
   // In-place writes, outside the graph (for initialisation and optimizer updates).
-  // Overwrites every element from `src` (same shape; dtypes may differ). Across devices: a CUDA
-  // destination must be contiguous; a copy between two CUDA tensors also needs one dtype and a
-  // contiguous source (the host side may be strided and of another dtype: it is converted on the CPU).
+  // Overwrites every element from `src` (same shape; dtypes may differ). Any strides on either side and
+  // either device; a copy that ends on CUDA converts the dtype on the host first, and a strided copy
+  // between two CUDA views runs the strided copy kernel (they must not share a storage).
   void copy_from(const Tensor& src) const;
-  // On a CUDA tensor (contiguous only): 0 by cudaMemset, any other value by one copy from the host.
+  // On a CUDA tensor: 0 by cudaMemset when contiguous, anything else by one copy from the host.
   void fill(double v) const;
 
   std::string str() const;  // shape, dtype and (for small tensors) values
@@ -116,6 +116,7 @@ Tensor empty(const Shape& shape, DType dtype = DType::F32);
 // Uninitialised contiguous tensor on `device` (CPU: the same as empty). Device::CUDA throws eng::Error
 // saying why when CUDA is not built or has no device (engine/cuda.h).
 Tensor empty_on(const Shape& shape, DType dtype, Device device);
+Tensor zeros_on(const Shape& shape, DType dtype, Device device);  // zeros on `device` (cudaMemset on CUDA)
 Tensor zeros(const Shape& shape, DType dtype = DType::F32);
 Tensor ones(const Shape& shape, DType dtype = DType::F32);
 Tensor full(const Shape& shape, double value, DType dtype = DType::F32);

@@ -1,5 +1,6 @@
 #include "models/module.h"
 
+#include "engine/cuda.h"
 #include "engine/error.h"
 
 namespace eng {
@@ -78,6 +79,21 @@ void Module::to(DType dtype) {
     impl->dtype = dtype;
     impl->grad.reset();
   }
+}
+
+void Module::to(Device device) {
+  ENG_CHECK(device == Device::CPU || cuda::device_count() > 0, "Module::to(cuda): ", cuda::unavailable_reason());
+  auto move = [device](const Tensor& t) {
+    if (t.device() == device) return;
+    const Tensor moved = to_device(t, device);
+    TensorImpl* impl = t.impl();
+    impl->storage = moved.storage();
+    impl->strides = moved.strides();
+    impl->offset = 0;
+    impl->grad.reset();
+  };
+  for (auto& [n, p] : named_parameters()) move(p);
+  for (auto& [n, b] : named_buffers()) move(b);
 }
 
 }  // namespace eng

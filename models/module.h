@@ -34,6 +34,11 @@ class Module {
   // Converts every parameter to `dtype` in place (the handles held by layers see the change);
   // gradients are dropped. Used to run whole models in f64 for gradient checks.
   void to(DType dtype);
+  // Moves every parameter and buffer to `device` in place (the handles held by layers see the change);
+  // gradients are dropped. Throws eng::Error saying why when CUDA is not built or has no device. Tensors a
+  // layer holds outside its parameters and buffers stay where they are: only modules whose ops run on
+  // CUDA (docs/cuda.md) are usable there.
+  void to(Device device);
 
  protected:
   // Registers `t` (made a leaf requiring grad) under `name` and returns it.

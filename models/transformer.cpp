@@ -298,7 +298,7 @@ Tensor TokenEmbedding::forward(const Tensor& ids, int64_t offset) const {
   ENG_CHECK(offset + L <= cfg_.max_len, "embedding: positions up to ", offset + L, " exceed max_len ", cfg_.max_len);
   Tensor x = mul_scalar(tokens.forward(ids), std::sqrt(double(cfg_.d_model)));
   if (cfg_.positional == PositionalKind::Sinusoidal)
-    x = add(x, sinusoidal_table(L, cfg_.d_model, offset, x.dtype()));
+    x = add(x, to_device(sinusoidal_table(L, cfg_.d_model, offset, x.dtype()), x.device()));
   else if (learned_)
     x = add(x, learned_->forward(L, offset));
   return drop_.forward(x);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "engine/autograd.h"
+#include "ops/cuda/dispatch.h"
 #include "ops/vec_map.h"
 
 namespace eng {
@@ -35,6 +36,7 @@ constexpr double kGeluCubic = 0.044715;
 }  // namespace
 
 Tensor relu(const Tensor& x) {
+  if (on_cuda(x)) return cuda_op::unary(x, "relu");
   Tensor out = map_floating(x, "relu", [](auto v) { return v < 0 ? decltype(v)(0) : v; });  // NaN stays NaN
   // y > 0 exactly where x > 0, so the output serves as the mask
   return record(out, "relu", {x}, [y = out.detach()](const Tensor& g) {
@@ -44,6 +46,7 @@ Tensor relu(const Tensor& x) {
 }
 
 Tensor gelu(const Tensor& x, GeluForm form) {
+  if (on_cuda(x)) return cuda_op::unary(x, form == GeluForm::Erf ? "gelu_erf" : "gelu_tanh");
   if (form == GeluForm::Erf) {
     Tensor out = map_unary_vec(x, "gelu_erf", vec_kernels().gelu_erf, [](auto v) {
       using T = decltype(v);
@@ -75,6 +78,7 @@ Tensor gelu(const Tensor& x, GeluForm form) {
 }
 
 Tensor elu(const Tensor& x, double alpha) {
+  if (on_cuda(x)) return cuda_op::elu(x, alpha);
   const auto elu_k = [alpha](const float* a, float* y, int64_t n) { vec_kernels().elu(a, y, n, float(alpha)); };
   Tensor out = map_unary_vec(x, "elu", elu_k, [alpha](auto v) {
     using T = decltype(v);
@@ -93,6 +97,7 @@ Tensor elu(const Tensor& x, double alpha) {
 }
 
 Tensor sigmoid(const Tensor& x) {
+  if (on_cuda(x)) return cuda_op::unary(x, "sigmoid");
   Tensor out = map_unary_vec(x, "sigmoid", vec_kernels().sigmoid, [](auto v) { return stable_sigmoid(v); });
   return record(out, "sigmoid", {x}, [y = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{map_binary(g, y, "sigmoid", [](auto gi, auto yi) { return gi * yi * (1 - yi); })};
@@ -100,6 +105,7 @@ Tensor sigmoid(const Tensor& x) {
 }
 
 Tensor tanh(const Tensor& x) {
+  if (on_cuda(x)) return cuda_op::unary(x, "tanh");
   Tensor out = map_unary_vec(x, "tanh", vec_kernels().tanh, [](auto v) { return std::tanh(v); });
   return record(out, "tanh", {x}, [y = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{map_binary(g, y, "tanh", [](auto gi, auto yi) { return gi * (1 - yi * yi); })};
@@ -126,6 +132,7 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
 }
 
 Tensor silu(const Tensor& x) {
+  if (on_cuda(x)) return cuda_op::unary(x, "silu");
   Tensor out = map_unary_vec(x, "silu", vec_kernels().silu, [](auto v) { return v * stable_sigmoid(v); });
   // d/dx x s(x) = s (1 + x (1 - s))
   return record(out, "silu", {x}, [x = x.detach()](const Tensor& g) {

@@ -11,6 +11,7 @@
 #include "engine/vec_kernels.h"
 #include "ops/attention_mask.h"
 #include "ops/attention_rows.h"
+#include "ops/cuda/dispatch.h"
 #include "ops/kernel_util.h"
 #include "ops/reduce.h"
 
@@ -237,6 +238,7 @@ void row_dots(const T* a, const T* b, T* out, int64_t rows, int64_t n) {
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask, double scale) {
   check_qkv(q, k, v, "flash_attention");
   if (!is_floating(q.dtype())) fail_not_floating("flash_attention");
+  if (on_cuda(q)) return cuda_op::flash_attention(q, k, v, mask, scale);
   const int64_t B = q.size(0), H = q.size(1), Lq = q.size(2), Lk = k.size(2), Dv = v.size(3);
   check_attention_mask(mask, B, H, Lq, Lk, q.dtype(), "flash_attention");
   // The mask as the kernel reads it, kept by the backward: detached tensors, keep in the element type.

@@ -7,6 +7,7 @@
 #include "engine/autograd.h"
 #include "engine/threadpool.h"
 #include "engine/vec_kernels.h"
+#include "ops/cuda/dispatch.h"
 #include "ops/kernel_util.h"
 #include "ops/reduce.h"
 
@@ -145,6 +146,7 @@ Tensor bias_activation(const Tensor& x, const Tensor& bias, BiasActivation act) 
     ENG_CHECK(x.dim() >= 1 && bias.dim() == 1 && bias.size(0) == x.size(-1), "bias_activation: bias of shape ",
               bias.shape(), " does not match input of shape ", x.shape(), " (expected [x.size(-1)])");
   }
+  if (on_cuda(x)) return cuda_op::bias_activation(x, bias, act);
   // detached, so that making them contiguous records nothing: the node below takes x and bias themselves
   const Tensor xc = x.detach().contiguous();
   const Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();

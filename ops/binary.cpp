@@ -3,8 +3,9 @@
 #include <cmath>
 
 #include "engine/autograd.h"
-#include "ops/vec_map.h"
+#include "ops/cuda/dispatch.h"
 #include "ops/reduce.h"
+#include "ops/vec_map.h"
 
 namespace eng {
 
@@ -21,6 +22,7 @@ ENG_REGISTER_OP("pow_scalar");
 ENG_REGISTER_OP("rdiv_scalar");
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  if (on_cuda(a) || on_cuda(b)) return cuda_op::add(a, b);
   Tensor out = map_binary_vec(a, b, "add", vec_kernels().add, [](auto x, auto y) { return x + y; });
   return record(out, "add", {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) {
     return std::vector<Tensor>{sum_to(g, sa), sum_to(g, sb)};
@@ -28,6 +30,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  if (on_cuda(a) || on_cuda(b)) return cuda_op::sub(a, b);
   Tensor out = map_binary_vec(a, b, "sub", vec_kernels().sub, [](auto x, auto y) { return x - y; });
   return record(out, "sub", {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) {
     return std::vector<Tensor>{sum_to(g, sa), sum_to(mul_scalar(g, -1.0), sb)};
@@ -35,6 +38,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  if (on_cuda(a) || on_cuda(b)) return cuda_op::mul(a, b);
   Tensor out = map_binary_vec(a, b, "mul", vec_kernels().mul, [](auto x, auto y) { return x * y; });
   return record(out, "mul", {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g) {
     return std::vector<Tensor>{sum_to(mul(g, b), a.shape()), sum_to(mul(g, a), b.shape())};
@@ -42,6 +46,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  if (on_cuda(a) || on_cuda(b)) return cuda_op::div(a, b);
   Tensor out = map_binary_vec(a, b, "div", vec_kernels().div, [](auto x, auto y) { return x / y; });
   return record(out, "div", {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g) {
     Tensor ga = div(g, b);
@@ -88,11 +93,13 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
 }
 
 Tensor add_scalar(const Tensor& a, double s) {
+  if (on_cuda(a)) return cuda_op::add_scalar(a, s);
   Tensor out = map_unary(a, [s](auto x) { return x + decltype(x)(s); });
   return record(out, "add_scalar", {a}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
 
 Tensor mul_scalar(const Tensor& a, double s) {
+  if (on_cuda(a)) return cuda_op::mul_scalar(a, s);
   Tensor out = map_unary(a, [s](auto x) { return x * decltype(x)(s); });
   return record(out, "mul_scalar", {a}, [s](const Tensor& g) { return std::vector<Tensor>{mul_scalar(g, s)}; });
 }

@@ -9,6 +9,7 @@
 #include "engine/error.h"
 #include "engine/strided.h"
 #include "engine/threadpool.h"
+#include "ops/kernel_util.h"
 
 namespace eng {
 
@@ -110,6 +111,7 @@ void logcumsumexp_backward_kernel(const Tensor& x, const T* lse, const T* g, T* 
 }  // namespace
 
 Tensor cumsum(const Tensor& a, int64_t axis, bool reverse) {
+  require_cpu(a, "cumsum");
   const int64_t ax = scan_axis(a, axis, "cumsum");
   Tensor out = empty(a.shape(), a.dtype());
   ENG_DISPATCH(a.dtype(), T, cumsum_kernel<T>(a, ax, reverse, out.data<T>()));
@@ -120,6 +122,7 @@ Tensor cumsum(const Tensor& a, int64_t axis, bool reverse) {
 }
 
 Tensor logcumsumexp(const Tensor& a, int64_t axis) {
+  require_cpu(a, "logcumsumexp");
   const int64_t ax = scan_axis(a, axis, "logcumsumexp");
   Tensor out = empty(a.shape(), a.dtype());
   ENG_DISPATCH(a.dtype(), T, logcumsumexp_kernel<T>(a, ax, out.data<T>()));

@@ -4,6 +4,7 @@
 #include "engine/error.h"
 #include "engine/threadpool.h"
 #include "ops/binary.h"
+#include "ops/cuda/dispatch.h"
 #include "ops/kernel_util.h"
 
 namespace eng {
@@ -15,6 +16,7 @@ Tensor dropout(const Tensor& x, double p, Rng& rng, bool training) {
   ENG_CHECK(p >= 0 && p < 1, "dropout: p must be in [0, 1), got ", p);
   ENG_CHECK(is_floating(x.dtype()), "dropout: x must be f32 or f64, got ", x.dtype(), " ", x.shape());
   if (!training || p == 0) return x;
+  if (on_cuda(x)) return cuda_op::dropout(x, p, rng);
   // The mask holds 0 or 1 / (1 - p). Element i uses word (start + i) of the stream: Philox is
   // counter-based, so chunks draw in parallel and still match a serial draw.
   Tensor mask = empty(x.shape(), x.dtype());

@@ -7,6 +7,7 @@
 #include "engine/error.h"
 #include "engine/strided.h"
 #include "engine/threadpool.h"
+#include "ops/cuda/dispatch.h"
 #include "ops/kernel_util.h"
 #include "ops/view.h"
 
@@ -32,6 +33,7 @@ void check_floating(const Tensor& x, const char* op, const char* name) {
 
 // Every index must lie in [0, n) before a kernel trusts it; `what` names the range's owner.
 void check_indices(const Tensor& index, int64_t n, const char* op, const std::string& what) {
+  require_cpu(index, op);
   const int64_t* p = static_cast<const int64_t*>(index.storage()->data);
   for_each_offset<1>(index.shape(), {index.strides().data()}, {index.offset()}, [&](auto o) {
     int64_t v = p[o[0]];
@@ -102,13 +104,15 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
   shape[size_t(d)] = 0;
   for (const Tensor& x : xs) {
     check_same_dtype(first, x, "concat");
+    ENG_CHECK(x.device() == first.device(), "concat: tensors on ", device_name(first.device()), " and ",
+              device_name(x.device()));
     bool same = x.dim() == first.dim();
     for (int64_t k = 0; same && k < x.dim(); ++k)
       same = k == d || x.shape()[size_t(k)] == first.shape()[size_t(k)];
     ENG_CHECK(same, "concat: shapes ", first.shape(), " and ", x.shape(), " differ outside axis ", d);
     shape[size_t(d)] += x.shape()[size_t(d)];
   }
-  Tensor out = empty(shape, first.dtype());
+  Tensor out = empty_on(shape, first.dtype(), first.device());
   Shape sizes;
   int64_t start = 0;
   for (const Tensor& x : xs) {
@@ -198,6 +202,7 @@ Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) {
               " is larger than x of shape ", x.shape(), " outside axis ", d);
   check_indices(index, x.shape()[size_t(d)], "gather",
                 "axis " + std::to_string(d) + " of x of shape " + shape_str(x.shape()));
+  require_cpu(x, "gather");
   Tensor out = empty(index.shape(), x.dtype());
   const int64_t* ip = static_cast<const int64_t*>(index.storage()->data);
   Shape xst = x.strides();
@@ -246,6 +251,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   check_floating(weight, "embedding", "weight");
   check_index_dtype(ids, "embedding", "ids");
   ENG_CHECK(weight.dim() == 2, "embedding: weight of shape ", weight.shape(), " must be 2-D [vocab, dim]");
+  if (on_cuda(weight)) return cuda_op::embedding(weight, ids);
   const int64_t V = weight.shape()[0], D = weight.shape()[1], N = ids.numel();
   check_indices(ids, V, "embedding", "weight of shape " + shape_str(weight.shape()));
   Tensor wc = weight.contiguous(), ic = ids.contiguous();

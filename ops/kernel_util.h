@@ -15,11 +15,21 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 Shape broadcast_strides(const Tensor& t, const Shape& shape);
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
 
+// Whether t is a CUDA tensor: the ops that have a CUDA form hand it to ops/cuda/dispatch.h.
+inline bool on_cuda(const Tensor& t) { return t.defined() && t.device() == Device::CUDA; }
+// Throws eng::Error for a CUDA tensor, before a CPU kernel reads its memory: "<op>: tensor of shape [..] is on
+// cuda; <op> has no cuda kernel yet".
+inline void require_cpu(const Tensor& t, const char* op) {
+  ENG_CHECK(!on_cuda(t), op, ": tensor of shape ", t.shape(), " is on cuda; ", op,
+            " has no cuda kernel yet (docs/cuda.md)");
+}
+
 constexpr int64_t kElementwiseGrain = 1 << 14;
 
 // out[i] = f(a[i]) as a new contiguous tensor of a's shape and dtype. f is generic over the element type.
 template <class F>
 Tensor map_unary(const Tensor& a, F f) {
+  require_cpu(a, "elementwise op");
   Tensor out = empty(a.shape(), a.dtype());
   ENG_DISPATCH(a.dtype(), T, {
     T* o = out.data<T>();
@@ -41,6 +51,7 @@ Tensor map_unary(const Tensor& a, F f) {
 template <class F>
 Tensor map_floating(const Tensor& a, const char* op, F f) {
   if (!is_floating(a.dtype())) fail_not_floating(op);
+  require_cpu(a, op);
   return map_unary(a, f);
 }
 
@@ -48,6 +59,8 @@ Tensor map_floating(const Tensor& a, const char* op, F f) {
 template <class F>
 Tensor map_binary(const Tensor& a, const Tensor& b, const char* op, F f) {
   check_same_dtype(a, b, op);
+  require_cpu(a, op);
+  require_cpu(b, op);
   Shape s = broadcast_shapes(a.shape(), b.shape(), op);
   Tensor out = empty(s, a.dtype());
   ENG_DISPATCH(a.dtype(), T, {

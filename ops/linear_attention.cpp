@@ -10,6 +10,7 @@
 #include "engine/vec_kernels.h"
 #include "ops/attention_mask.h"
 #include "ops/attention_rows.h"
+#include "ops/cuda/dispatch.h"
 #include "ops/fast_exp.h"
 #include "ops/kernel_util.h"
 
@@ -338,6 +339,7 @@ void check_args(const Tensor& q, const Tensor& k, const Tensor& v, const LinearA
 Tensor linear_attention_impl(const Tensor& q, const Tensor& k, const Tensor& v, const LinearAttentionArgs& args,
                              bool causal, const char* op) {
   check_args(q, k, v, args, causal, op);
+  if (on_cuda(q)) return cuda_op::linear_attention(q, k, v, args, causal);
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), Dv = v.size(3);
   Tensor qd = rows_contiguous(q), kd = rows_contiguous(k), vd = rows_contiguous(v);
   Tensor out = empty({B, H, N, Dv}, q.dtype());

@@ -9,6 +9,7 @@
 #include "engine/threadpool.h"
 #include "engine/vec_kernels.h"
 #include "ops/binary.h"
+#include "ops/cuda/dispatch.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
@@ -114,6 +115,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
             " do not match logits of shape ", logits.shape(), " without its class axis");
   ENG_CHECK(label_smoothing >= 0 && label_smoothing <= 1, "cross_entropy: label_smoothing must be in [0, 1], got ",
             label_smoothing);
+  if (on_cuda(logits)) return cuda_op::cross_entropy(logits, targets, ignore_index, label_smoothing);
   const int64_t C = logits.shape().back(), N = targets.numel();
   Tensor tc = targets.contiguous();
   const int64_t count = count_targets(tc, C, ignore_index, "cross_entropy", logits.shape());

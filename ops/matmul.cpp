@@ -3,6 +3,7 @@
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "engine/threadpool.h"
+#include "ops/cuda/dispatch.h"
 #include "ops/gemm.h"
 #include "ops/kernel_util.h"
 #include "ops/reduce.h"
@@ -16,6 +17,8 @@ namespace {
 
 // Batched product of a [..., M, K] and b [..., K, N], both at least 2-D, batch dims broadcast.
 Tensor batched_matmul(const Tensor& a, const Tensor& b) {
+  require_cpu(a, "matmul");
+  require_cpu(b, "matmul");
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
   Shape batch = broadcast_shapes(ba, bb, "matmul");
@@ -86,6 +89,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     if (b.dim() == 1) r = squeeze(r, -1);
     return r;
   }
+  if (on_cuda(a) || on_cuda(b)) return cuda_op::matmul(a, b);
   Tensor out = batched_matmul(a, b);
   return record(out, "matmul", {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g) {
     Tensor ga = sum_to(batched_matmul(g, transpose(b)), a.shape());

@@ -9,6 +9,7 @@
 #include "engine/threadpool.h"
 #include "engine/vec_kernels.h"
 #include "ops/binary.h"
+#include "ops/cuda/dispatch.h"
 #include "ops/kernel_util.h"
 
 namespace eng {
@@ -180,6 +181,7 @@ void check_norm_args(const Tensor& x, const Tensor& weight, const Tensor& bias, 
 // layer_norm when `center`, else rms_norm (then `bias` is undefined).
 Tensor norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, bool center, const char* op) {
   check_norm_args(x, weight, bias, op);
+  if (on_cuda(x)) return cuda_op::norm(x, weight, bias, eps, center, op);
   const int64_t C = x.shape().back();
   const int64_t N = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
   Tensor xc = x.detach().contiguous();
@@ -204,6 +206,7 @@ AddNormResult add_norm_impl(const Tensor& x, const Tensor& h, const Tensor& weig
   ENG_CHECK(x.shape() == h.shape(), op, ": x of shape ", x.shape(), " and h of shape ", h.shape(), " differ");
   check_same_dtype(x, h, op);
   check_norm_args(x, weight, bias, op);
+  if (on_cuda(x)) return cuda_op::add_norm(x, h, weight, bias, eps, center, op);
   if (x.dtype() != DType::F32) {
     Tensor s = add(x, h);
     return {s, norm_impl(s, weight, bias, eps, center, op)};

@@ -8,6 +8,7 @@
 #include "engine/threadpool.h"
 #include "engine/vec_kernels.h"
 #include "ops/binary.h"
+#include "ops/cuda/dispatch.h"
 #include "ops/kernel_util.h"
 #include "ops/reduce_kernel.h"
 #include "ops/view.h"
@@ -73,6 +74,7 @@ bool leading_axes(const std::vector<int64_t>& ax, int64_t dim) {
 }  // namespace
 
 Tensor sum(const Tensor& a, const Shape& axes, bool keepdim) {
+  if (on_cuda(a)) return cuda_op::sum(a, axes, keepdim);
   auto ax = reduce_axes(a, axes, "sum");
   Tensor out = empty(reduced_shape(a.shape(), ax, keepdim), a.dtype());
   if (a.dtype() == DType::F32 && a.is_contiguous() && leading_axes(ax, a.dim())) {
@@ -89,6 +91,7 @@ Tensor sum(const Tensor& a, const Shape& axes, bool keepdim) {
 }
 
 Tensor sum_to(const Tensor& a, const Shape& shape) {
+  if (on_cuda(a)) return cuda_op::sum_to(a, shape);
   if (a.shape() == shape) return a;
   ENG_CHECK(a.dim() >= int64_t(shape.size()), "sum_to: cannot reduce shape ", a.shape(), " to ", shape);
   Shape axes;
@@ -163,6 +166,7 @@ Tensor max(const Tensor& a, const Shape& axes, bool keepdim) { return extremum<t
 Tensor min(const Tensor& a, const Shape& axes, bool keepdim) { return extremum<false>(a, axes, keepdim, "min"); }
 
 Tensor argmax(const Tensor& a, int64_t axis, bool keepdim) {
+  require_cpu(a, "argmax");
   const int64_t d = wrap_axis(axis, a.dim(), "argmax");
   check_nonempty(a, {d}, "argmax");
   const int64_t n = a.shape()[size_t(d)], step = a.strides()[size_t(d)];

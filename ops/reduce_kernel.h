@@ -7,6 +7,7 @@
 #include "engine/strided.h"
 #include "engine/tensor.h"
 #include "engine/threadpool.h"
+#include "ops/kernel_util.h"
 
 namespace eng {
 
@@ -19,6 +20,7 @@ Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& axes, bool k
 // accumulator type (double for sums of f32, for accuracy in the reference path).
 template <class T, class Acc, class Step, class Finish>
 void reduce_kernel(const Tensor& a, const std::vector<int64_t>& axes, T* out, Acc init, Step step, Finish finish) {
+  require_cpu(a, "reduction");
   Shape outer_shape, outer_st, inner_shape, inner_st;
   for (int64_t d = 0; d < a.dim(); ++d) {
     bool red = std::find(axes.begin(), axes.end(), d) != axes.end();

@@ -51,6 +51,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   check_same_dtype(a, b, "where");
+  for (const Tensor& t : {cond, a, b}) require_cpu(t, "where");
   ENG_CHECK(is_floating(a.dtype()), "where: a and b must be f32 or f64, got ", a.dtype(), " ", a.shape());
   Tensor c = condition_as(cond, a.dtype(), "where", "cond");
   const Shape shape = broadcast_shapes(broadcast_shapes(c.shape(), a.shape(), "where"), b.shape(), "where");

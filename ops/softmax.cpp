@@ -8,6 +8,7 @@
 #include "engine/error.h"
 #include "engine/threadpool.h"
 #include "engine/vec_kernels.h"
+#include "ops/cuda/dispatch.h"
 
 namespace eng {
 
@@ -108,6 +109,7 @@ template <bool Log>
 Tensor softmax_impl(const Tensor& a, int64_t axis, const char* op) {
   const int64_t d = wrap_axis(axis, a.dim(), op);
   if (!is_floating(a.dtype())) fail_not_floating(op);
+  if (a.device() == Device::CUDA) return cuda_op::softmax(a, axis, Log);
   const Rows R = rows_along(a.shape(), d);
   Tensor x = a.detach().contiguous();
   Tensor out = empty(a.shape(), a.dtype());

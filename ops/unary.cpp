@@ -4,6 +4,7 @@
 
 #include "engine/autograd.h"
 #include "ops/binary.h"
+#include "ops/cuda/dispatch.h"
 #include "ops/vec_map.h"
 
 namespace eng {
@@ -16,6 +17,7 @@ ENG_REGISTER_OP("abs");
 ENG_REGISTER_OP("clamp");
 
 Tensor exp(const Tensor& a) {
+  if (on_cuda(a)) return cuda_op::unary(a, "exp");
   Tensor out = map_unary_vec(a, "exp", vec_kernels().exp, [](auto x) { return std::exp(x); });
   return record(out, "exp", {a}, [y = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{map_binary_vec(g, y, "exp", vec_kernels().mul, [](auto gi, auto yi) { return gi * yi; })};
@@ -23,6 +25,7 @@ Tensor exp(const Tensor& a) {
 }
 
 Tensor log(const Tensor& a) {
+  if (on_cuda(a)) return cuda_op::unary(a, "log");
   Tensor out = map_unary_vec(a, "log", vec_kernels().log, [](auto x) { return std::log(x); });
   return record(out, "log", {a}, [a = a.detach()](const Tensor& g) {
     return std::vector<Tensor>{map_binary_vec(g, a, "log", vec_kernels().div, [](auto gi, auto x) { return gi / x; })};

@@ -12,6 +12,7 @@ namespace eng {
 // a strided view gives the same bits as the whole tensor), else map_floating(a, op, f).
 template <class KF, class F>
 Tensor map_unary_vec(const Tensor& a, const char* op, KF kf, F f) {
+  require_cpu(a, op);
   if (a.dtype() != DType::F32) return map_floating(a, op, f);
   const Tensor c = a.contiguous();
   Tensor out = empty(a.shape(), a.dtype());
@@ -33,6 +34,8 @@ inline bool is_trailing_shape(const Shape& a, const Shape& b) {
 // dims (then row by row); else map_binary(a, b, op, f).
 template <class KF, class F>
 Tensor map_binary_vec(const Tensor& a, const Tensor& b, const char* op, KF kf, F f) {
+  require_cpu(a, op);
+  require_cpu(b, op);
   const bool same = a.shape() == b.shape();
   if (a.dtype() != DType::F32 || b.dtype() != DType::F32 || !(same || is_trailing_shape(a.shape(), b.shape())))
     return map_binary(a, b, op, f);

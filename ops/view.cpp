@@ -124,7 +124,7 @@ Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end, int64_t 
   st[size_t(d)] *= step;
   Tensor out = a.as_strided(shape, st, a.offset() + start * a.strides()[size_t(d)]);
   return record(out, "slice", {a}, [in = a.shape(), dt = a.dtype(), d, start, end, step](const Tensor& g) {
-    Tensor full_grad = zeros(in, dt);
+    Tensor full_grad = zeros_on(in, dt, g.device());
     Shape st2 = full_grad.strides();
     Shape shp = in;
     shp[size_t(d)] = (end - start + step - 1) / step;

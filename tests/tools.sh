@@ -41,6 +41,17 @@ out=$(train text --data README.md --layers 1 --d-model 16 --heads 2 --seq-len 32
 [ $rc -eq 0 ] && grep -Eq "eval @ 20: loss [0-9.]+ \([0-9.]+ bits/char\)" <<<"$out" &&
   grep -Eq "^test: [0-9.]+ bits/char over [0-9]+ characters" <<<"$out"
 check "train text reports bits per character" $?
+# --device cuda: refused with the reason in a build without CUDA (a CUDA build may have a device to train on).
+case "$build" in
+  *cuda*) ;;
+  *)
+    out=$(train text --data README.md --steps 1 --device cuda 2>&1); rc=$?
+    [ $rc -eq 1 ] && grep -q "error: train: --device cuda: eng was built without CUDA (rebuild with make CUDA=1)" <<<"$out"
+    check "--device cuda in a build without CUDA says why" $?
+    ;;
+esac
+out=$(train text --data README.md --steps 1 --device gpu 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "train: --device must be cpu or cuda, got 'gpu'" <<<"$out"; check "a bad --device value" $?
 out=$(train text --steps 1 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "train: task text needs --data FILE" <<<"$out"; check "train text without --data" $?
 # Transformer-XL: streams of segments with a memory; the test split scored with and without it.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA check for a machine with a GPU (docs/cuda.md): builds the CUDA=1 test binary and runs the CUDA
-# cases (tests/test_cuda.cpp, tests/test_cuda_attention.cpp), which compare every kernel with the CPU ops. Meant to fit a short GPU loan:
+# cases (tests/test_cuda.cpp, tests/test_cuda_attention.cpp, tests/test_cuda_model.cpp), which compare every kernel
+# and the ops on CUDA tensors with the CPU, then trains a small character LM on the GPU. Meant to fit a short GPU loan:
 # one build with all cores, one test run, the output kept in "${OUT:-/tmp}/cuda_tests.txt".
 # Usage: tools/cuda_check.sh   (CUDA_ARCH=80 for an A100; the default, 90, is the H100/H200)
 set -euo pipefail
@@ -11,8 +12,8 @@ mkdir -p "$(dirname "$log")"
 # Which GPU this is (the tests print the reason when none is usable).
 nvidia-smi -L || echo "nvidia-smi failed or is missing"
 
-# The library and the test binary in build-cuda/, kernels built for CUDA_ARCH.
-make -j16 CUDA=1 CUDA_ARCH="${CUDA_ARCH:-90}" build-cuda/run_tests
+# The library, the test binary and the training tool in build-cuda/, kernels built for CUDA_ARCH.
+make -j16 CUDA=1 CUDA_ARCH="${CUDA_ARCH:-90}" build-cuda/run_tests build-cuda/train
 
 # Every CUDA case; a failure fails the pipeline (pipefail), and so the script.
 ./build-cuda/run_tests -tc='*cuda*' 2>&1 | tee "$log"
@@ -23,3 +24,9 @@ if grep -q "CUDA tests skipped" "$log"; then
   exit 1
 fi
 echo "cuda_check: all CUDA cases passed; output in $log"
+
+# The whole training path on the GPU: forward, backward, clipping, Adam, evaluation and sampling (KV cache).
+train_log="${OUT:-/tmp}/cuda_train.txt"
+./build-cuda/train text --data README.md --layers 2 --heads 2 --d-model 32 --seq-len 64 --batch 8 --steps 50 \
+  --eval-every 50 --log-every 10 --optimizer adam --schedule constant --device cuda 2>&1 | tee "$train_log"
+echo "cuda_check: 50 training steps on the GPU; output in $train_log"

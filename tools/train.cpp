@@ -17,6 +17,7 @@
 #include "engine/anomaly.h"
 #include "engine/autograd.h"
 #include "engine/cli.h"
+#include "engine/cuda.h"
 #include "engine/error.h"
 #include "engine/optim.h"
 #include "engine/progress.h"
@@ -114,6 +115,25 @@ std::string first_nonfinite_parameter(const Module& model) {
   return "";
 }
 
+// --device cuda is refused, saying why, unless the run stays on what dispatches to CUDA (docs/cuda.md): a CUDA
+// build with a device, the character LM with softmax attention, positions added to the embeddings or none, and
+// Adam or AdamW; no checkpoints yet (they are written from host memory).
+void check_cuda_run(const std::string& task, const TransformerConfig& c, const std::string& optimizer,
+                    bool checkpoints) {
+  ENG_CHECK(cuda::device_count() > 0, "train: --device cuda: ", cuda::unavailable_reason());
+  ENG_CHECK(task == "text", "train: --device cuda trains the text task only, not '", task, "'");
+  ENG_CHECK(c.attention == "softmax" && c.attention_options.get_string("impl", "auto") != "naive",
+            "train: --device cuda needs --attention softmax (its flash kernel), got '", c.attention, "'");
+  ENG_CHECK(c.positional == PositionalKind::Sinusoidal || c.positional == PositionalKind::Learned ||
+                c.positional == PositionalKind::None,
+            "train: --device cuda needs --positional sinusoidal, learned or none, got ", positional_name(c.positional));
+  ENG_CHECK(!c.reversible && c.mem_len == 0 && (c.kv_heads == 0 || c.kv_heads == c.heads),
+            "train: --device cuda does not support --reversible, --mem-len or --kv-heads yet");
+  ENG_CHECK(optimizer == "adam" || optimizer == "adamw", "train: --device cuda needs --optimizer adam or adamw, got '",
+            optimizer, "'");
+  ENG_CHECK(!checkpoints, "train: --device cuda does not write or resume checkpoints yet");
+}
+
 int run(int argc, char** argv) {
   Cli cli("train", "Trains a transformer on a task: copy (decoder-only, the seed paper's 4.1.1 task),\n"
                    "reverse or sort (encoder-decoder), text (character-level LM on --data FILE),\n"
@@ -179,6 +199,8 @@ int run(int argc, char** argv) {
   auto& batch = cli.add_int("batch", 32, "sequences (utterances, images) per micro-batch");
   auto& seed = cli.add_int("seed", 1, "seed of the model and the data");
   auto& threads = cli.add_int("threads", 0, "threads (0: ENG_THREADS or all cores)");
+  auto& device = cli.add_string("device", "cpu", "cpu or cuda (a CUDA build; task text with softmax attention and "
+                                "adam or adamw, docs/cuda.md)");
   auto& log_path = cli.add_string("log", "", "CSV log of every logged step");
   auto& log_every = cli.add_int("log-every", 10, "steps between progress updates and log rows");
   auto& eval_every = cli.add_int("eval-every", 250, "steps between evaluations (0: only at the end)");
@@ -204,6 +226,7 @@ int run(int argc, char** argv) {
     task_name = cli.positional()[0];
   }
   if (threads > 0) set_num_threads(int(threads));
+  ENG_CHECK(device == "cpu" || device == "cuda", "train: --device must be cpu or cuda, got '", device, "'");
   ENG_CHECK(on_nan == "stop" || on_nan == "skip", "train: --on-nan must be stop or skip, got '", on_nan, "'");
   set_detect_anomaly(anomaly);
   ENG_CHECK(steps >= 1 && batch >= 1 && accum >= 1 && log_every >= 1, "train: --steps, --batch, --accum and "
@@ -325,6 +348,10 @@ int run(int argc, char** argv) {
     job = make_classify_job(c, std::move(splits), patch, test_images);
   }
 
+  if (device == "cuda") {
+    check_cuda_run(task_name, c, opt_name, !ckpt.empty() || !resume.empty());
+    job->model().to(Device::CUDA);  // before the optimizer, whose state is made where the parameters are
+  }
   auto optimizer = make_optimizer(opt_name, job->model().named_parameters(), lr, wd);
   auto sched = parse_schedule(schedule, lr);
   std::map<std::string, std::string> config = c.to_map();

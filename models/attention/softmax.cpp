@@ -41,7 +41,7 @@ Tensor cache_view(const Tensor& buf, int64_t length) {
 
 // A buffer of `capacity` positions holding the first `length` positions of `old` (if any).
 Tensor grow(const Tensor& old, const Tensor& like, int64_t capacity, int64_t length) {
-  Tensor buf = empty({like.size(0), like.size(1), capacity, like.size(3)}, like.dtype());
+  Tensor buf = empty_on({like.size(0), like.size(1), capacity, like.size(3)}, like.dtype(), like.device());
   if (length > 0) cache_view(buf, length).copy_from(cache_view(old, length));
   return buf;
 }

@@ -8,6 +8,8 @@
 #pragma once
 #include <cstdint>
 
+#include "engine/cuda.h"
+
 namespace eng::cuda {
 
 // elementwise.cu -----------------------------------------------------------------------------------------
@@ -79,11 +81,7 @@ void cross_entropy_rows(const float* logits, const int64_t* targets, float* loss
 void cross_entropy_rows_backward(const float* logits, const int64_t* targets, const float* lse, const float* dloss,
                                  float* dlogits, int64_t rows, int64_t vocab, int64_t ignore_index);
 
-// adam.cu ------------------------------------------------------------------------------------------------
-// One Adam step (AdamW when decoupled) in place over n elements, step >= 1 counting this update: the f32
-// formula of engine/optim.cpp (its AdamStep coefficients, and the scalar kernel's element math in double).
-void adam_update(float* param, const float* grad, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
-                 float eps, float weight_decay, bool decoupled, int64_t step);
+// adam_update, the optimizer's kernel, is in engine/cuda.h (engine/cuda_adam.cu): the optimizers live in engine/.
 
 // embedding.cu -------------------------------------------------------------------------------------------
 // out [n_ids, dim] = weight [vocab, dim] rows picked by ids. The caller checks the ids on the host; a row

@@ -7,7 +7,7 @@
 namespace eng::jobs {
 
 void count_correct(const Tensor& logits, const Tensor& targets, StepResult& r) {
-  Tensor pred = argmax(logits.detach(), -1);
+  Tensor pred = argmax(to_device(logits.detach(), Device::CPU), -1);
   const int64_t* p = pred.data<int64_t>();
   const int64_t* t = targets.data<int64_t>();
   for (int64_t i = 0, n = targets.numel(); i < n; ++i) {

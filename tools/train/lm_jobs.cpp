@@ -106,7 +106,7 @@ class TextJob : public Job {
     }
     text += " | ";
     for (int64_t t = 0; t < 160 && state.length < len_; ++t) {
-      const std::vector<double> p = softmax(logits, -1).to(DType::F64).to_vector();
+      const std::vector<double> p = to_device(softmax(logits, -1), Device::CPU).to(DType::F64).to_vector();
       double u = data.uniform();
       int64_t byte = 0;
       while (byte < int64_t(p.size()) - 1 && u >= p[size_t(byte)]) u -= p[size_t(byte++)];

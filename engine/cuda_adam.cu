@@ -3,12 +3,13 @@
 // double, then rounded to float), and each element follows the scalar reference adam_ref of
 // engine/vec_kernels_scalar.cpp operation for operation in double. The _rn intrinsics keep nvcc from
 // fusing a multiply and an add into an FMA, which would round differently from the host's separate ops.
+// It lives in engine/ (not with the op kernels of ops/cuda/) because the optimizers that call it do.
 #include <cmath>
+
+#include <algorithm>
 
 #include "engine/cuda.h"
 #include "engine/error.h"
-#include "ops/cuda/device_util.cuh"
-#include "ops/cuda/kernels.h"
 
 namespace eng::cuda {
 namespace {
@@ -36,17 +37,19 @@ __global__ void adam_kernel(float* p, const float* g, float* m, float* v, int64_
 
 }  // namespace
 
-void adam_update(float* param, const float* grad, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
-                 float eps, float weight_decay, bool decoupled, int64_t step) {
+void adam_update(float* param, const float* grad, float* m, float* v, int64_t n, double lr, double beta1,
+                 double beta2, double eps, double weight_decay, bool decoupled, int64_t step) {
   ENG_CHECK(step >= 1, "cuda::adam_update: step counts this update and must be >= 1, got ", step);
   if (n <= 0) return;
   // As Adam::update (engine/optim.cpp), from the same values in double.
-  const double lr_d = lr, b1 = beta1, b2 = beta2, wd = weight_decay;
-  const double step_size = lr_d / (1 - std::pow(b1, double(step)));
+  const double b1 = beta1, b2 = beta2, wd = weight_decay;
+  const double step_size = lr / (1 - std::pow(b1, double(step)));
   const double bc2_sqrt = std::sqrt(1 - std::pow(b2, double(step)));
-  const AdamCoefficients s{float(decoupled ? 1 - lr_d * wd : 1.0), float(decoupled ? 0.0 : wd), float(b1), float(b2),
-                           float(step_size), float(1 / bc2_sqrt), eps};
-  adam_kernel<<<grid_for(n, kThreads), kThreads>>>(param, grad, m, v, n, s);
+  const AdamCoefficients s{float(decoupled ? 1 - lr * wd : 1.0), float(decoupled ? 0.0 : wd), float(b1), float(b2),
+                           float(step_size), float(1 / bc2_sqrt), float(eps)};
+  constexpr int kThreads = 256;
+  const unsigned blocks = unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t(1) << 16));
+  adam_kernel<<<blocks, kThreads>>>(param, grad, m, v, n, s);
   check_launch("adam_kernel");
 }
 
