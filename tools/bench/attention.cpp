@@ -1,6 +1,8 @@
 // bench attention: forward + backward time and peak memory per sample against sequence length, the
 // experiment of Katharopoulos et al. 2020, Figure 1: N = 2^9 .. 2^16, batch ∝ 1/N (a fixed token budget),
 // 8 heads of dimension 64, f32. Each variant runs through the registry, exactly as a model would call it.
+// --device cuda runs the variants that dispatch to the GPU (softmax's flash attention, causal linear attention;
+// docs/cuda.md) on CUDA tensors, with the device allocator's peak as the memory.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -10,6 +12,7 @@
 
 #include "engine/allocator.h"
 #include "engine/cli.h"
+#include "engine/cuda.h"
 #include "engine/error.h"
 #include "engine/rng.h"
 #include "engine/threadpool.h"
@@ -71,13 +74,29 @@ struct Result {
   double mib = 0;      // peak allocator bytes per sample beyond the inputs, MiB
 };
 
-Result measure(Attention& attn, bool causal, int64_t batch, int64_t heads, int64_t N, int64_t dim, int reps) {
+// The allocator of `device`: its live and peak bytes, and the reset of both that a measurement starts from.
+struct DeviceMemory {
+  Device device;
+  AllocatorStats stats() const { return device == Device::CUDA ? cuda::stats() : allocator::stats(); }
+  void reset() const {
+    if (device == Device::CUDA) {
+      cuda::empty_cache();
+      cuda::reset_peak();
+    } else {
+      allocator::empty_cache();
+      allocator::reset_peak();
+    }
+  }
+};
+
+Result measure(Attention& attn, bool causal, int64_t batch, int64_t heads, int64_t N, int64_t dim, int reps,
+               Device device) {
   auto make = [&](uint64_t seed) {
     Tensor t = empty({batch, heads, N, dim}, DType::F32);
     Rng rng(seed);
     float* p = t.data<float>();
     for (int64_t i = 0; i < t.numel(); ++i) p[i] = float(rng.uniform() * 2 - 1);
-    return t.set_requires_grad(true);
+    return to_device(t, device).set_requires_grad(true);
   };
   Tensor q = make(1), k = make(2), v = make(3);
   AttentionMask mask;
@@ -86,15 +105,16 @@ Result measure(Attention& attn, bool causal, int64_t batch, int64_t heads, int64
   auto run = [&] {
     q.zero_grad(), k.zero_grad(), v.zero_grad();
     sum(attn.forward(q, k, v, mask)).backward();
+    if (device == Device::CUDA) cuda::synchronize("bench attention");  // the kernels run asynchronously
   };
   // Memory first, on fresh blocks, so that the peak counts what a call needs and not what was cached; it is
   // also the warm-up: the timed calls then reuse cached blocks, as training does, instead of paying for the
   // first touch of new pages.
-  allocator::empty_cache();
-  const size_t before = allocator::stats().live_bytes;
-  allocator::reset_peak();
+  const DeviceMemory memory{device};
+  memory.reset();
+  const size_t before = memory.stats().live_bytes;
   run();
-  r.mib = double(allocator::stats().peak_bytes - before) / double(batch) / (1 << 20);
+  r.mib = double(memory.stats().peak_bytes - before) / double(batch) / (1 << 20);
   std::vector<double> times;
   for (int rep = 0; rep < reps; ++rep) {
     auto t0 = std::chrono::steady_clock::now();
@@ -122,10 +142,17 @@ int bench_attention(int argc, char** argv) {
   auto& dim = cli.add_int("head-dim", 64, "head dimension (queries, keys and values)");
   auto& reps = cli.add_int("reps", 3, "repetitions per point (the median is reported)");
   auto& threads = cli.add_int("threads", 2, "threads");
+  auto& device_name = cli.add_string("device", "cpu", "'cpu', or 'cuda' (a CUDA=1 build; the variants that dispatch "
+                                     "to it: softmax, causal-linear)");
   auto& svg = cli.add_string("svg", "", "also write a log-log plot of time per sample to this SVG file");
   auto& opts = cli.add_list("attn-opt", "an option name=value given to every listed variant (e.g. window=2048)");
   if (!cli.parse(argc, argv, 2)) return 0;
   set_num_threads(int(threads));
+  ENG_CHECK(device_name == "cpu" || device_name == "cuda", "bench attention: --device expects 'cpu' or 'cuda', got '",
+            device_name, "'");
+  const Device device = device_name == "cuda" ? Device::CUDA : Device::CPU;
+  ENG_CHECK(device == Device::CPU || cuda::device_count() > 0, "bench attention --device cuda: ",
+            cuda::unavailable_reason());
   const std::vector<Spec> specs = parse_specs(variants);
   std::vector<std::unique_ptr<Attention>> mechs;
   for (const Spec& s : specs) {
@@ -138,9 +165,10 @@ int bench_attention(int argc, char** argv) {
     for (const std::string& kv : s.options) c.options.set_pair(kv, "bench attention");
     mechs.push_back(make_attention(s.variant, c));
   }
-  std::printf("bench attention: %lld heads, head dim %lld, f32, %d threads, %s; time (ms) and peak memory (MiB) per "
+  std::printf("bench attention: %lld heads, head dim %lld, f32, %s, %s; time (ms) and peak memory (MiB) per "
               "sample, forward + backward, median of %lld\n",
-              (long long)heads, (long long)dim, num_threads(),
+              (long long)heads, (long long)dim,
+              device == Device::CUDA ? "cuda" : (std::to_string(num_threads()) + " threads").c_str(),
               fixed_batch > 0 ? ("batch " + std::to_string(fixed_batch)).c_str()
                               : ("batch = max(1, " + std::to_string(tokens) + " / N)").c_str(),
               (long long)reps);
@@ -160,7 +188,8 @@ int bench_attention(int argc, char** argv) {
         std::printf(" | %26s", "(skipped: N^2)");
         continue;
       }
-      const Result r = measure(*mechs[i], specs[i].causal, batch, heads, positions_for(specs[i], N), dim, int(reps));
+      const Result r =
+          measure(*mechs[i], specs[i].causal, batch, heads, positions_for(specs[i], N), dim, int(reps), device);
       series[i].y.push_back(r.seconds);
       std::printf(" | %11.2f ms %9.1f MiB", r.seconds * 1e3, r.mib);
     }
