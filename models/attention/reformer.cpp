@@ -2,19 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
+#include <memory>
 #include <numeric>
 
 #include "engine/error.h"
 #include "engine/rng.h"
 #include "ops/binary.h"
-#include "ops/index.h"
-#include "ops/matmul.h"
+#include "ops/lsh_attention.h"
 #include "ops/reduce.h"
-#include "ops/select.h"
 #include "ops/softmax.h"
 #include "ops/unary.h"
-#include "ops/view.h"
 
 namespace eng {
 
@@ -112,7 +109,7 @@ Tensor ReformerAttention::forward(const Tensor& q, const Tensor& k, const Tensor
   ENG_CHECK(q.size(2) == k.size(2),
             "reformer attention: self-attention only (the keys are the normalised queries), got q ", q.shape(),
             " and k ", k.shape());
-  const int64_t B = q.size(0), H = q.size(1), N = q.size(2), D = q.size(3), Dv = v.size(3);
+  const int64_t B = q.size(0), H = q.size(1), N = q.size(2), D = q.size(3);
   check_attention_mask(mask, B, H, N, N, q.dtype(), "reformer attention");
   ENG_CHECK(!mask.keep.defined() && !mask.bias.defined() && !mask.alibi_slopes.defined(),
             "reformer attention: keep, bias and ALiBi masks are not supported (logits exist only inside the sorted "
@@ -127,10 +124,13 @@ Tensor ReformerAttention::forward(const Tensor& q, const Tensor& k, const Tensor
   const std::vector<int64_t> bucket = hash(q, call_index);
 
   // Geometry: R rounds of nc chunks of c sorted slots; the last chunk is padded with empty slots up to Np = nc·c.
-  // One chunk has no previous chunk (it would be itself), so each query then sees W = c keys, else 2c.
   const int64_t R = rounds_, BH = B * H, c = std::min(chunk_, N), nc = (N + c - 1) / c, Np = nc * c;
-  const int64_t W = nc > 1 ? 2 * c : c;
-  std::vector<int64_t> order(size_t(BH * R * Np), -1), slot(size_t(BH * R * N)), perm(static_cast<size_t>(N));
+  auto layout = std::make_shared<LshChunkLayout>();
+  LshChunkLayout& L = *layout;
+  L.B = B, L.H = H, L.R = R, L.N = N, L.c = c, L.nc = nc;
+  L.order.assign(size_t(BH * R * Np), -1);
+  L.slot.resize(size_t(BH * R * N));
+  std::vector<int64_t> perm(static_cast<size_t>(N));
   for (int64_t bh = 0; bh < BH; ++bh)
     for (int64_t r = 0; r < R; ++r) {
       const int64_t* bk = &bucket[size_t((r * BH + bh) * N)];
@@ -138,93 +138,21 @@ Tensor ReformerAttention::forward(const Tensor& q, const Tensor& k, const Tensor
       std::stable_sort(perm.begin(), perm.end(), [bk](int64_t a, int64_t b) { return bk[a] < bk[b]; });
       const int64_t base = bh * R + r;
       for (int64_t s = 0; s < N; ++s) {
-        order[size_t(base * Np + s)] = perm[size_t(s)];
-        slot[size_t(base * N + perm[size_t(s)])] = s;
+        L.order[size_t(base * Np + s)] = perm[size_t(s)];
+        L.slot[size_t(base * N + perm[size_t(s)])] = s;
       }
     }
-  auto prev_chunk = [nc](int64_t ch) { return (ch + nc - 1) % nc; };
-  // Rounds in which query i of (b, h) has key j in its own or previous chunk: N_ij of Eq. 10.
-  auto seen = [&](int64_t bh, int64_t i, int64_t j) {
-    int64_t n = 0;
-    for (int64_t r = 0; r < R; ++r) {
-      const int64_t ci = slot[size_t((bh * R + r) * N + i)] / c, cj = slot[size_t((bh * R + r) * N + j)] / c;
-      n += cj == ci || (nc > 1 && cj == prev_chunk(ci));
-    }
-    return n;
-  };
+  L.key_end.resize(size_t(B * N));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < N; ++i) L.key_end[size_t(b * N + i)] = attention_key_end(mask, b, i, N);
+  L.dedup = dedup_;
+  L.self_logit = kSelfLogit;
 
-  // Constants over the chunked logits [B, H, R, nc, c, W]: the own-key entries, the additive term (−inf for hidden
-  // keys, −log N_ij with dedup), and the rows with no visible key (padding slots, and queries whose two chunks hold
-  // only hidden keys, e.g. every query of a batch element of length 0).
-  const double inf = std::numeric_limits<double>::infinity();
-  std::vector<double> self(size_t(BH * R * Np * W), 0.0), bias(self.size(), 0.0), empty(size_t(BH * R * Np), 0.0);
-  for (int64_t bh = 0; bh < BH; ++bh)
-    for (int64_t r = 0; r < R; ++r) {
-      const int64_t base = bh * R + r;
-      for (int64_t s = 0; s < Np; ++s) {
-        const int64_t i = order[size_t(base * Np + s)], ch = s / c;
-        const int64_t end = i < 0 ? 0 : attention_key_end(mask, bh / H, i, N);
-        bool any = false;
-        for (int64_t w = 0; w < W; ++w) {
-          const int64_t j = order[size_t(base * Np + (w < c ? ch : prev_chunk(ch)) * c + w % c)];
-          const size_t e = size_t((base * Np + s) * W + w);
-          if (j < 0 || j >= end) {
-            bias[e] = -inf;
-            continue;
-          }
-          any = true;
-          if (j == i)
-            self[e] = 1;
-          else if (dedup_ && R > 1)
-            bias[e] = -std::log(double(seen(bh, i, j)));
-        }
-        if (!any) empty[size_t(base * Np + s)] = 1;
-      }
-    }
-  const DType dt = q.dtype();
-  const Tensor self_t = from_vector(self, {B, H, R, nc, c, W}, dt), bias_t = from_vector(bias, {B, H, R, nc, c, W}, dt);
-  const Tensor empty_t = from_vector(empty, {B, H, R, nc, c, 1}, dt);
-
-  std::vector<int64_t> gather_idx(size_t(BH * R * Np)), unsort_idx(size_t(BH * R * N));
-  for (int64_t bh = 0; bh < BH; ++bh)
-    for (int64_t r = 0; r < R; ++r) {
-      const int64_t base = bh * R + r;
-      for (int64_t s = 0; s < Np; ++s)  // padding slots read position 0; every logit they take part in is hidden
-        gather_idx[size_t(base * Np + s)] = bh * N + std::max<int64_t>(order[size_t(base * Np + s)], 0);
-      for (int64_t i = 0; i < N; ++i) unsort_idx[size_t(base * N + i)] = base * Np + slot[size_t(base * N + i)];
-    }
-  const Tensor gidx = from_vector(as_doubles(gather_idx), {BH * R * Np}, DType::I64);
-  const Tensor uidx = from_vector(as_doubles(unsort_idx), {BH * R * N}, DType::I64);
-
-  // Rows of x [B, H, N, F] in sorted order: [B, H, R, nc, c, F].
-  auto sorted = [&](const Tensor& x) {
-    const int64_t F = x.size(3);
-    return reshape(index_select(reshape(x, {BH * N, F}), 0, gidx), {B, H, R, nc, c, F});
-  };
+  // Each round's o_i^(r) (Eq. 8) and log-normaliser z_r, in original order (ops/lsh_attention.h), then the rounds
+  // weighted by exp(z_r − logsumexp_r z_r) (Eq. 7); a query with no visible key in any round has z_r = −inf
+  // throughout, gets weights 0 (softmax of an all −inf row) and outputs zeros.
   const Tensor keys = mul(q, rsqrt(add_scalar(sum(mul(q, q), {3}, true), kNormEps)));  // shared QK
-  const Tensor sq = sorted(q);
-  Tensor sk = sorted(keys), sv = sorted(v);
-  if (nc > 1) {  // look one chunk back, the first chunk to the last
-    std::vector<double> prev(static_cast<size_t>(nc));
-    for (int64_t ch = 0; ch < nc; ++ch) prev[size_t(ch)] = double(prev_chunk(ch));
-    const Tensor pidx = from_vector(prev, {nc}, DType::I64);
-    sk = concat({sk, index_select(sk, 3, pidx)}, 4);
-    sv = concat({sv, index_select(sv, 3, pidx)}, 4);
-  }
-  Tensor logits = mul_scalar(matmul(sq, transpose(sk, -2, -1)), 1.0 / std::sqrt(double(D)));
-  logits = add(masked_fill(logits, self_t, kSelfLogit), bias_t);
-  // z = log Σ_j exp(logit_j) per row, from rows made finite (an empty row would give −inf − −inf); the softmax
-  // exp(logit − z) is then exactly 0 on an empty row, and z is set to −inf there for the round weights.
-  const Tensor finite = masked_fill(logits, empty_t, 0);
-  const Tensor row_max = max(finite, {5}, true).detach();
-  const Tensor z = add(row_max, log(sum(exp(sub(finite, row_max)), {5}, true)));
-  const Tensor o = matmul(exp(sub(logits, z)), sv);  // [B, H, R, nc, c, Dv]: each round's o_i^(r) (Eq. 8)
-  const Tensor zr = masked_fill(z, empty_t, -inf);
-
-  // Back to original positions, then the rounds weighted by exp(z_r − logsumexp_r z_r) (Eq. 7); a query whose
-  // rows are all empty gets weights 0 (softmax of an all −inf row) and outputs zeros.
-  const Tensor ou = reshape(index_select(reshape(o, {BH * R * Np, Dv}), 0, uidx), {B, H, R, N, Dv});
-  const Tensor zu = reshape(index_select(reshape(zr, {BH * R * Np, 1}), 0, uidx), {B, H, R, N, 1});
+  const auto [ou, zu] = lsh_chunk_attention(q, keys, v, layout, 1.0 / std::sqrt(double(D)));
   return sum(mul(softmax(zu, 2), ou), {2});
 }
 

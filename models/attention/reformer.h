@@ -11,7 +11,8 @@
 //            with dedup, log N_ij is subtracted from the logit of a key j that i sees in N_ij rounds (Eq. 9–10)
 //
 // Cost per head and round: O(N·D·nb/2) to hash, O(N log N) to sort, O(N·chunk·(D + Dv)) time for the chunks and
-// O(N·chunk) memory for their [N/chunk, chunk, 2·chunk] logits (kept for the backward), never N × N.
+// O(N·(D + Dv)) memory: the chunks run as one fused op (ops/lsh_attention.h) that makes their logits in a per-thread
+// scratch and recomputes them in the backward, so neither the [N/chunk, chunk, 2·chunk] logits nor N × N are kept.
 //
 // Options: buckets = nb (even, default 32), rounds (default 1), chunk (default 64), dedup (default false),
 // redraw = every-call | fixed (default every-call). The rotations of a call are a pure function of (config.seed,
