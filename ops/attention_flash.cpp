@@ -8,7 +8,6 @@
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "engine/threadpool.h"
-#include "engine/vec_kernels.h"
 #include "ops/attention_mask.h"
 #include "ops/attention_rows.h"
 #include "ops/cuda/dispatch.h"
@@ -22,28 +21,6 @@ ENG_REGISTER_OP("flash_attention");
 namespace {
 
 constexpr int64_t kBlockQ = 64, kBlockK = 64;  // a tile of logits is kBlockQ x kBlockK, row stride kBlockK
-
-// The largest of row[0, n), NaN if any is NaN (-inf for n = 0).
-template <class T>
-T row_maximum(const T* row, int64_t n) {
-  T mx = -std::numeric_limits<T>::infinity();
-  for (int64_t j = 0; j < n && !std::isnan(mx); ++j)
-    if (row[j] > mx || std::isnan(row[j])) mx = row[j];
-  return mx;
-}
-float row_maximum(const float* row, int64_t n) { return vec_kernels().max(row, n); }
-
-// row = exp(row - m) in place (-inf gives 0), returning the row's new sum; f32 through the SIMD kernel.
-template <class T>
-T exp_minus(T* row, T m, int64_t n) {
-  T sum = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    row[j] = row[j] == -std::numeric_limits<T>::infinity() ? T(0) : std::exp(row[j] - m);
-    sum += row[j];
-  }
-  return sum;
-}
-float exp_minus(float* row, float m, int64_t n) { return vec_kernels().exp_sub_sum(row, m, row, n); }
 
 // The problem both passes share: operands, sizes, the mask, and the logits of one tile.
 template <class T>

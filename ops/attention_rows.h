@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/tensor.h"
+#include "engine/vec_kernels.h"
 #include "ops/gemm.h"
 
 namespace eng {
@@ -23,6 +24,28 @@ template <class T>
 Rows<T> rows_of(const Tensor& t) {
   return {t.data<T>(), t.strides()[0], t.strides()[1], t.strides()[2]};
 }
+
+// The largest of row[0, n), NaN if any is NaN (-inf for n = 0).
+template <class T>
+T row_maximum(const T* row, int64_t n) {
+  T mx = -std::numeric_limits<T>::infinity();
+  for (int64_t j = 0; j < n && !std::isnan(mx); ++j)
+    if (row[j] > mx || std::isnan(row[j])) mx = row[j];
+  return mx;
+}
+inline float row_maximum(const float* row, int64_t n) { return vec_kernels().max(row, n); }
+
+// row = exp(row - m) in place (-inf gives 0), returning the row's new sum; f32 through the SIMD kernel.
+template <class T>
+T exp_minus(T* row, T m, int64_t n) {
+  T sum = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    row[j] = row[j] == -std::numeric_limits<T>::infinity() ? T(0) : std::exp(row[j] - m);
+    sum += row[j];
+  }
+  return sum;
+}
+inline float exp_minus(float* row, float m, int64_t n) { return vec_kernels().exp_sub_sum(row, m, row, n); }
 
 // The operand outside the graph, with contiguous rows (the kernels read other strides in place).
 inline Tensor rows_contiguous(const Tensor& t) {
