@@ -3,6 +3,7 @@
 #pragma once
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -49,6 +50,13 @@ inline void check_close(const Tensor& got, const Tensor& want, double rtol, doub
 }
 
 inline float* dptr(const Tensor& t) { return t.device_data<float>(); }
+
+// The largest |x| of t (through a host copy).
+inline double max_abs(const Tensor& t) {
+  double m = 0;
+  for (double x : t.to_vector()) m = std::max(m, std::fabs(x));
+  return m;
+}
 inline const int64_t* iptr(const Tensor& t) { return t.device_data<int64_t>(); }
 inline Tensor f64(const Tensor& t) { return t.to(DType::F64); }
 inline Tensor dev_full(const Shape& s, double v) { return dev(full(s, v)); }

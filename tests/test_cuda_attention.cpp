@@ -25,12 +25,6 @@ using namespace eng::cuda_test;
 
 namespace {
 
-double max_abs(const Tensor& t) {
-  double m = 0;
-  for (double x : t.to_vector()) m = std::max(m, std::fabs(x));
-  return m;
-}
-
 // Within tol of the largest entry of `want` (at least 1: the inputs are O(1), so 1 is the natural size of an
 // entry that cancels to near zero) plus tol relative.
 void check_scaled(const Tensor& got, const Tensor& want, double tol, const std::string& what) {

@@ -42,12 +42,6 @@ using namespace eng::cuda_test;
 
 namespace {
 
-double max_abs(const Tensor& t) {
-  double m = 0;
-  for (double v : t.to_vector()) m = std::max(m, std::fabs(v));
-  return m;
-}
-
 // got within rtol |want| + tol * max(1, max |want|) of want, element by element.
 void check_scaled(const Tensor& got, const Tensor& want, double rtol, double tol, const std::string& what) {
   check_close(got, want, rtol, tol * std::max(1.0, max_abs(want)), what);
