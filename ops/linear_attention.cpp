@@ -408,6 +408,7 @@ Tensor linear_attention_step(const Tensor& q, const Tensor& k, const Tensor& v, 
   }
   ENG_CHECK(args.key_lengths.empty(), op, ": key padding has no meaning for one step");
   NoGradGuard no_grad;
+  if (on_cuda(q)) return cuda_op::linear_attention_step(q, k, v, s, z, args);
   Tensor qd = rows_contiguous(q), kd = update ? rows_contiguous(k) : Tensor(), vd = update ? rows_contiguous(v) : Tensor();
   Tensor out = empty({B, H, 1, Dv}, q.dtype());
   ENG_DISPATCH(q.dtype(), T, {

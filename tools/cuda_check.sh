@@ -32,9 +32,10 @@ train_log="${OUT:-/tmp}/cuda_train.txt"
   --eval-every 50 --log-every 10 --optimizer adam --schedule constant --device cuda 2>&1 | tee "$train_log"
 echo "cuda_check: 50 training steps on the GPU; output in $train_log"
 
-# The benchmarks of issue 10: our GEMM beside cuBLAS (loaded at run time), and fused softmax and causal linear
-# attention, time and memory against N up to 2^17.
+# The benchmarks of issue 10: our GEMM beside cuBLAS (loaded at run time), fused softmax and causal linear
+# attention (time and memory against N up to 2^17), and generation (naive, stateful, linear RNN).
 ./build-cuda/bench gemm --device cuda --vs cublas 2>&1 | tee "${OUT:-/tmp}/cuda_bench_gemm.txt"
 ./build-cuda/bench attention --device cuda --variants softmax:causal,causal-linear --min-log2 10 --max-log2 17 \
   --softmax-max-log2 17 --tokens 131072 2>&1 | tee "${OUT:-/tmp}/cuda_bench_attention.txt"
+./build-cuda/bench generate --device cuda --tokens 784,3072 --batch 32 2>&1 | tee "${OUT:-/tmp}/cuda_bench_generate.txt"
 echo "cuda_check: benchmarks in ${OUT:-/tmp}/cuda_bench_*.txt"

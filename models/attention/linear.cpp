@@ -53,8 +53,8 @@ Tensor LinearAttention::step(const Tensor& q, const Tensor& k, const Tensor& v, 
   NoGradGuard no_grad;
   Tensor fq = phi_->apply(q), fk = phi_->apply(k);
   if (!st->s.defined()) {
-    st->s = zeros({q.size(0), q.size(1), fq.size(3), v.size(3)}, q.dtype());
-    st->z = zeros({q.size(0), q.size(1), fq.size(3)}, q.dtype());
+    st->s = zeros_on({q.size(0), q.size(1), fq.size(3), v.size(3)}, q.dtype(), q.device());
+    st->z = zeros_on({q.size(0), q.size(1), fq.size(3)}, q.dtype(), q.device());
   }
   return linear_attention_step(fq, fk, v, st->s, st->z, {phi_->fused(), eps_, {}});
 }

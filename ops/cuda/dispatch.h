@@ -53,5 +53,9 @@ Tensor sum_to(const Tensor& a, const Shape& shape);
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask, double scale);
 Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, const LinearAttentionArgs& args,
                         bool causal);
+// The recurrent step (generation): q [B, H, 1, M], k and v one position or undefined, the state s, z on the device
+// (the caller has checked the shapes); no gradient.
+Tensor linear_attention_step(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& s, Tensor& z,
+                             const LinearAttentionArgs& args);
 
 }  // namespace eng::cuda_op

@@ -1,6 +1,7 @@
 // CUDA forms of fused softmax attention (ops/attention_flash.h) on the kernels of ops/cuda/attention.cu (the
 // causal mask with a query offset; no padding, keep, bias or ALiBi yet), and of causal linear attention
-// (ops/linear_attention.h) on those of ops/cuda/linear_attention.cu (elu + 1 or identity features, no padding).
+// (ops/linear_attention.h) on those of ops/cuda/linear_attention.cu (elu + 1 or identity features, no padding),
+// with its recurrent step for generation.
 #include "engine/autograd.h"
 #include "ops/cuda/dispatch.h"
 #include "ops/cuda/dispatch_util.h"
@@ -59,6 +60,28 @@ Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, const
                                              ptr(dv), B, H, N, M, Dv, eps, elu);
     return std::vector<Tensor>{dq, dk, dv};
   });
+}
+
+Tensor linear_attention_step(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& s, Tensor& z,
+                             const LinearAttentionArgs& args) {
+  const char* op = "linear_attention_step";
+  const bool update = k.defined();
+  check_f32(q, op, "q");
+  check_f32(s, op, "s");
+  check_f32(z, op, "z");
+  if (update) {
+    check_f32(k, op, "k");
+    check_f32(v, op, "v");
+  }
+  ENG_CHECK(args.feature != LinearFeature::Relu, op, ": on cuda the feature map is elu + 1 or the identity (relu is "
+            "not supported on cuda yet)");
+  const int64_t B = q.size(0), H = q.size(1), M = q.size(3), Dv = s.size(3);
+  const Tensor qd = dense(q), kd = update ? dense(k) : Tensor(), vd = update ? dense(v) : Tensor();
+  Tensor out = device_empty({B, H, 1, Dv});
+  if (out.numel() > 0)
+    cuda::linear_attention_step(ptr(qd), update ? ptr(kd) : nullptr, update ? ptr(vd) : nullptr, ptr(s), ptr(z),
+                                ptr(out), B, H, M, Dv, float(args.eps), args.feature == LinearFeature::EluPlusOne);
+  return out;
 }
 
 }  // namespace eng::cuda_op

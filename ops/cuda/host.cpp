@@ -38,5 +38,9 @@ Tensor flash_attention(const Tensor&, const Tensor&, const Tensor&, const Attent
 Tensor linear_attention(const Tensor&, const Tensor&, const Tensor&, const LinearAttentionArgs&, bool causal) {
   not_built(causal ? "causal_linear_attention" : "linear_attention");
 }
+Tensor linear_attention_step(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&,
+                             const LinearAttentionArgs&) {
+  not_built("linear_attention_step");
+}
 
 }  // namespace eng::cuda_op

@@ -9,6 +9,8 @@
 // Latency: one image (batch 1); throughput: many images in flight (--batch). The naive generator at full
 // length takes minutes, so by default its time (and lsh's) per image is integrated from timed prefix forwards at
 // --naive-samples evenly spaced lengths (trapezoid rule; stated as an estimate); --naive-full runs it all.
+// --device cuda runs the naive, stateful and linear generators with the models on the GPU (docs/cuda.md); the
+// token ids stay on the host, and each pixel's logits come back to it for the greedy choice, as a sampler would.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +21,7 @@
 
 #include "engine/autograd.h"
 #include "engine/cli.h"
+#include "engine/cuda.h"
 #include "engine/error.h"
 #include "engine/threadpool.h"
 #include "models/transformer.h"
@@ -47,8 +50,8 @@ TransformerConfig pixel_model(const std::string& attention, int64_t layers, int6
   return c;
 }
 
-// [B] greedy choice from logits [B, vocab].
-Tensor greedy(const Tensor& logits) { return argmax(logits, 1); }
+// [B] greedy choice from logits [B, vocab], on the host (a copy back when the logits are on the GPU).
+Tensor greedy(const Tensor& logits) { return argmax(to_device(logits.contiguous(), Device::CPU), 1); }
 
 struct Timing {
   double seconds = 0;            // per batch of images
@@ -82,7 +85,7 @@ Timing generate_recurrent(const LanguageModel& model, int64_t batch, int64_t tok
 double naive_token(const LanguageModel& model, Tensor& prefix, int64_t t) {
   auto ts = Clock::now();
   Tensor logits = model.forward(narrow(prefix, 1, 0, t));
-  Tensor next = greedy(reshape(narrow(logits, 1, t - 1, 1), {prefix.size(0), -1}));
+  Tensor next = greedy(reshape(narrow(logits, 1, t - 1, 1).contiguous(), {prefix.size(0), -1}));
   if (t < prefix.size(1)) narrow(prefix, 1, t, 1).copy_from(reshape(next, {prefix.size(0), 1}));
   return since(ts);
 }
@@ -126,8 +129,15 @@ int bench_generate(int argc, char** argv) {
   auto& naive_full = cli.add_bool("naive-full", false, "run the naive generator in full instead of estimating it");
   auto& naive_samples = cli.add_int("naive-samples", 8, "prefix lengths timed for the naive estimate");
   auto& threads = cli.add_int("threads", 2, "threads");
+  auto& device_name = cli.add_string("device", "cpu", "'cpu', or 'cuda' for the models on the GPU (a CUDA=1 build; "
+                                     "naive, stateful and linear)");
   if (!cli.parse(argc, argv, 2)) return 0;
   set_num_threads(int(threads));
+  ENG_CHECK(device_name == "cpu" || device_name == "cuda", "bench generate: --device expects 'cpu' or 'cuda', got '",
+            device_name, "'");
+  const Device device = device_name == "cuda" ? Device::CUDA : Device::CPU;
+  ENG_CHECK(device == Device::CPU || cuda::device_count() > 0, "bench generate --device cuda: ",
+            cuda::unavailable_reason());
   const std::vector<int64_t> sizes = parse_list(tokens_list);
   const int64_t longest = *std::max_element(sizes.begin(), sizes.end());
   std::stringstream listed(modes);
@@ -136,10 +146,16 @@ int bench_generate(int argc, char** argv) {
     ENG_CHECK(mode == "naive" || mode == "stateful" || mode == "linear" || mode == "lsh-1" || mode == "lsh-4",
               "bench generate: --modes takes naive, stateful, linear, lsh-1 and lsh-4, got '", mode, "'");
   auto has = [&](const std::string& m) { return ("," + modes + ",").find("," + m + ",") != std::string::npos; };
+  ENG_CHECK(device == Device::CPU || (!has("lsh-1") && !has("lsh-4")),
+            "bench generate --device cuda: reformer does not run on cuda yet; drop lsh-1 and lsh-4 from --modes");
   LanguageModel softmax_model(pixel_model("stateful-softmax", layers, d_model, heads, longest));
   LanguageModel linear_model(pixel_model("causal-linear", layers, d_model, heads, longest));
   softmax_model.eval();
   linear_model.eval();
+  if (device == Device::CUDA) {
+    softmax_model.to(device);
+    linear_model.to(device);
+  }
   // Reformer has no recurrent form: like the paper's LSH-1 and LSH-4 rows, it recomputes the prefix per pixel.
   auto reformer = [&](int rounds) {
     TransformerConfig c = pixel_model("reformer", layers, d_model, heads, longest);
@@ -150,9 +166,10 @@ int bench_generate(int argc, char** argv) {
   };
   std::unique_ptr<LanguageModel> lsh1 = has("lsh-1") ? reformer(1) : nullptr, lsh4 = has("lsh-4") ? reformer(4) : nullptr;
   std::printf("bench generate: %lld layers, d_model %lld, %lld heads, FFN %lld, 256 values, %lld parameters, greedy, "
-              "%d threads\n",
+              "%s\n",
               (long long)layers, (long long)d_model, (long long)heads, (long long)(4 * d_model),
-              (long long)linear_model.num_parameters(), num_threads());
+              (long long)linear_model.num_parameters(),
+              device == Device::CUDA ? "cuda" : (std::to_string(num_threads()) + " threads").c_str());
   for (int64_t tokens : sizes) {
     for (int64_t b : {int64_t(1), int64_t(batch)}) {
       std::printf("\n%lld pixels, batch %lld (%s)\n", (long long)tokens, (long long)b,
