@@ -94,7 +94,7 @@ double max_rel_diff(const Tensor& x, const Tensor& y) {
 
 }  // namespace
 
-int bench_gemm_cuda(const std::string& vs, int64_t reps) {
+int bench_gemm_cuda(const std::string& vs, int64_t rounds, int64_t reps) {
   ENG_CHECK(vs.empty() || vs == "cublas", "bench gemm --device cuda: --vs expects 'cublas', got '", vs, "'");
   ENG_CHECK(cuda::device_count() > 0, "bench gemm --device cuda: ", cuda::unavailable_reason());
   CuBlas cb;
@@ -132,7 +132,7 @@ int bench_gemm_cuda(const std::string& vs, int64_t reps) {
     };
     const double flop = 2.0 * double(s.M) * double(s.N) * double(s.K);
     double t[4] = {1e30, 1e30, 1e30, 1e30};  // ours fp32, ours tf32, cuBLAS fp32, cuBLAS tf32
-    for (int round = 0; round < 3; ++round) {
+    for (int64_t round = 0; round < rounds; ++round) {
       t[0] = std::min(t[0], time_per_call(ours(cuda::GemmAlgo::Tiled), int(reps)));
       t[1] = std::min(t[1], time_per_call(ours(cuda::GemmAlgo::Tf32), int(reps)));
       if (!cb.handle) continue;
@@ -158,7 +158,7 @@ int bench_gemm_cuda(const std::string& vs, int64_t reps) {
 #else
 
 namespace eng {
-int bench_gemm_cuda(const std::string&, int64_t) {
+int bench_gemm_cuda(const std::string&, int64_t, int64_t) {
   ENG_CHECK(false, "bench gemm --device cuda: eng was built without CUDA; rebuild with make CUDA=1");
   return 1;
 }

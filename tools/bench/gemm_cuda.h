@@ -5,6 +5,6 @@
 #include <string>
 
 namespace eng {
-// reps: queued calls per timed run.
-int bench_gemm_cuda(const std::string& vs, int64_t reps);
+// rounds: alternating rounds per shape (the best of each side counts); reps: queued calls per timed run.
+int bench_gemm_cuda(const std::string& vs, int64_t rounds, int64_t reps);
 }  // namespace eng
