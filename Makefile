@@ -1,5 +1,5 @@
 # make                 library + tools            (build/)
-# make test            doctest suite              (build/)
+# make test            library + tools, doctest suite, tests/tools.sh (build/)
 # make SANITIZE=1 test AddressSanitizer + UBSan    (build-san/)
 # make test-scalar     the suite on the scalar kernels (ENG_CPU=scalar)
 # make CXX=clang++     clang build                (build-clang/, build-clang-san/)
@@ -109,7 +109,9 @@ $(BUILD)/libengine.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
 # --whole-archive keeps every object, so that self-registering ops and attention variants are linked
-# even though no tool names them.
+# even though no tool names them. The tools' objects are kept (.SECONDARY): make would otherwise delete them as
+# intermediate files after linking, print the `rm`, and compile them again on the next change to the library.
+.SECONDARY: $(TOOL_BIN:$(BUILD)/%=$(BUILD)/obj/tools/%.o)
 $(BUILD)/%: $(BUILD)/obj/tools/%.o $(BUILD)/libengine.a
 	$(CXX) $< -Wl,--whole-archive $(BUILD)/libengine.a -Wl,--no-whole-archive $(LDFLAGS) -o $@
 
@@ -134,7 +136,8 @@ check-doctest:
 	  echo "doctest is missing: install it with 'apt-get install -y doctest-dev' (Debian/Ubuntu)"; \
 	  echo "or put doctest.h at /usr/local/include/doctest/doctest.h"; exit 1; fi
 
-test: $(BUILD)/run_tests $(BUILD)/train $(BUILD)/embed
+# Every tool: tests/tools.sh runs each, and the README names each, so none may be missing after `make test`.
+test: $(BUILD)/run_tests $(TOOL_BIN)
 	cd $(CURDIR) && $(RUN) ./$(BUILD)/run_tests $(TEST_ARGS)
 	cd $(CURDIR) && ENG_RUN="$(RUN)" bash tests/tools.sh $(BUILD)
 

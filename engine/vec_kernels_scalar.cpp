@@ -179,8 +179,11 @@ void norm_param_grad_row_ref(const float* x, float mu, float rstd, const float* 
 }
 
 float cross_entropy_row_ref(const float* x, int64_t c, int64_t t, float on, float uniform, float* lse) {
-  double mx = x[0], sum = 0, total = 0;
-  for (int64_t j = 1; j < c; ++j) mx = std::fmax(mx, x[j]);
+  // The max taken in float and widened once is the same value; a double fmax over floats makes aarch64 g++ 12.2
+  // fail at -O3 (internal compiler error in the vectoriser).
+  float mxf = x[0];
+  for (int64_t j = 1; j < c; ++j) mxf = std::fmax(mxf, x[j]);
+  double mx = mxf, sum = 0, total = 0;
   for (int64_t j = 0; j < c; ++j) {
     sum += std::exp(x[j] - mx);
     total += x[j];
