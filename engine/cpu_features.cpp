@@ -2,8 +2,10 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "engine/error.h"
+#include "engine/safe_text.h"
 
 namespace eng {
 namespace {
@@ -30,25 +32,35 @@ SimdLevel hardware_level(const CpuFeatures& f) {
   return SimdLevel::Scalar;
 }
 
-SimdLevel detect_level() {
-  SimdLevel hw = hardware_level(cpu_features());
-  const char* env = std::getenv("ENG_CPU");
-  if (!env || !*env) return hw;
-  SimdLevel want;
-  if (!std::strcmp(env, "scalar"))
-    want = SimdLevel::Scalar;
-  else if (!std::strcmp(env, "neon"))
-    want = SimdLevel::Neon;
-  else if (!std::strcmp(env, "avx2"))
-    want = SimdLevel::Avx2;
-  else if (!std::strcmp(env, "avx512"))
-    want = SimdLevel::Avx512;
-  else
-    fail("ENG_CPU: expected scalar, neon, avx2 or avx512, got '", env, "'");
-  return want < hw ? want : hw;
+bool runs(SimdLevel l, const CpuFeatures& f) {
+  switch (l) {
+    case SimdLevel::Scalar: return true;
+    case SimdLevel::Neon: return f.neon;
+    case SimdLevel::Avx2: return f.avx2 && f.fma;
+    case SimdLevel::Avx512: return hardware_level(f) == SimdLevel::Avx512;
+  }
+  return false;
+}
+
+std::string offered(const CpuFeatures& f) {
+  std::string s;
+  for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::Neon, SimdLevel::Avx2, SimdLevel::Avx512})
+    if (runs(l, f)) s += std::string(s.empty() ? "" : ", ") + simd_level_name(l);
+  return s;
 }
 
 }  // namespace
+
+SimdLevel simd_level_for(const char* request, const CpuFeatures& f) {
+  if (!request || !*request) return hardware_level(f);
+  for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::Neon, SimdLevel::Avx2, SimdLevel::Avx512}) {
+    if (std::strcmp(request, simd_level_name(l))) continue;
+    ENG_CHECK(runs(l, f), "ENG_CPU: this CPU cannot run ", request, "; it offers ", offered(f),
+              " (unset ENG_CPU for the best of them)");
+    return l;
+  }
+  fail("ENG_CPU: unknown level '", terminal_text(request), "'; this CPU offers ", offered(f));
+}
 
 const CpuFeatures& cpu_features() {
   static const CpuFeatures f = detect();
@@ -56,7 +68,7 @@ const CpuFeatures& cpu_features() {
 }
 
 SimdLevel simd_level() {
-  static const SimdLevel l = detect_level();
+  static const SimdLevel l = simd_level_for(std::getenv("ENG_CPU"), cpu_features());
   return l;
 }
 

@@ -1,5 +1,6 @@
 // What the CPU can run, detected once. Kernels pick their variant from this (the scalar kernel is
-// always there); ENG_CPU=scalar|avx2|avx512 caps the level for tests and comparisons.
+// always there); ENG_CPU=scalar|neon|avx2|avx512 caps the level for tests and comparisons. A level the CPU
+// cannot run, or an unknown name, is an error naming the levels it offers, not a silent fallback.
 #pragma once
 
 namespace eng {
@@ -11,8 +12,12 @@ struct CpuFeatures {
 };
 
 const CpuFeatures& cpu_features();
-// The best level the CPU supports, capped by ENG_CPU when set.
+// The best level the CPU supports, capped by ENG_CPU when set. Throws eng::Error where ENG_CPU names no level
+// or one this CPU lacks; the thread pool calls it as it starts (engine/threadpool.h), so a program meets the
+// error at its start, inside its own error handling, and never from a static initialiser.
 SimdLevel simd_level();
+// The level `request` (ENG_CPU's text; null or empty: none) gives on a CPU with `f`: what simd_level() does.
+SimdLevel simd_level_for(const char* request, const CpuFeatures& f);
 const char* simd_level_name(SimdLevel l);
 
 }  // namespace eng

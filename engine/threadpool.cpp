@@ -9,7 +9,9 @@
 #include <thread>
 #include <vector>
 
+#include "engine/cpu_features.h"
 #include "engine/error.h"
+#include "engine/parse_number.h"
 
 namespace eng {
 namespace {
@@ -96,12 +98,15 @@ class Pool {
 };
 
 int default_threads() {
-  if (const char* e = std::getenv("ENG_THREADS")) {
-    int n = std::atoi(e);
-    ENG_CHECK(n >= 1 && n <= 1024, "ENG_THREADS: expected a thread count in 1..1024, got '", e, "'");
-    return n;
-  }
+  if (const char* e = std::getenv("ENG_THREADS")) return int(parse_int(e, IntRange{1, 1024}, "ENG_THREADS"));
   return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// The pool starts before the first kernel runs, so it settles the kernel level too: a bad ENG_CPU is refused
+// where a bad ENG_THREADS is, at a program's start, not from inside the first op that runs (a training step).
+std::unique_ptr<Pool> start_pool(int n) {
+  simd_level();
+  return std::make_unique<Pool>(n);
 }
 
 std::mutex g_pool_mu;
@@ -109,7 +114,7 @@ std::unique_ptr<Pool> g_pool;
 
 Pool& pool() {
   std::lock_guard<std::mutex> lock(g_pool_mu);
-  if (!g_pool) g_pool = std::make_unique<Pool>(default_threads());
+  if (!g_pool) g_pool = start_pool(default_threads());
   return *g_pool;
 }
 
@@ -122,7 +127,7 @@ void set_num_threads(int n) {
   std::lock_guard<std::mutex> lock(g_pool_mu);
   if (g_pool && g_pool->size() == n) return;
   g_pool.reset();
-  g_pool = std::make_unique<Pool>(n);
+  g_pool = start_pool(n);
 }
 
 void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {

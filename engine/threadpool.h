@@ -2,6 +2,8 @@
 // than they give). Workers sleep on a condition variable between jobs (passive waits). The thread
 // count comes from set_num_threads(), else the ENG_THREADS environment variable, else the number of
 // hardware threads. A parallel_for inside a parallel_for runs serially on the calling thread.
+// Starting the pool (the first of these calls) throws eng::Error on an ENG_THREADS that is not a whole integer
+// in 1..1024 or an ENG_CPU level this CPU cannot run (engine/cpu_features.h).
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -113,3 +113,38 @@ TEST_CASE("cpu features: a level is always chosen") {
     CHECK((l == SimdLevel::Avx512 || std::getenv("ENG_CPU")));
 #endif
 }
+
+TEST_CASE("cpu features: ENG_CPU picks a level the CPU runs and refuses one it lacks or does not know") {
+  CpuFeatures avx2;  // an x86-64 CPU with AVX2 and FMA, without AVX-512
+  avx2.avx2 = avx2.fma = true;
+  CHECK(simd_level_for(nullptr, avx2) == SimdLevel::Avx2);
+  CHECK(simd_level_for("", avx2) == SimdLevel::Avx2);
+  CHECK(simd_level_for("scalar", avx2) == SimdLevel::Scalar);
+  CHECK(simd_level_for("avx2", avx2) == SimdLevel::Avx2);
+  CHECK_THROWS_WITH_AS(simd_level_for("avx512", avx2),
+                       "ENG_CPU: this CPU cannot run avx512; it offers scalar, avx2 (unset ENG_CPU for the best of them)",
+                       Error);
+  CHECK_THROWS_WITH_AS(simd_level_for("neon", avx2),
+                       "ENG_CPU: this CPU cannot run neon; it offers scalar, avx2 (unset ENG_CPU for the best of them)",
+                       Error);
+  CHECK_THROWS_WITH_AS(simd_level_for("AVX2", avx2), "ENG_CPU: unknown level 'AVX2'; this CPU offers scalar, avx2",
+                       Error);
+
+  CpuFeatures avx512 = avx2;
+  avx512.avx512f = avx512.avx512bw = avx512.avx512vl = true;
+  CHECK(simd_level_for(nullptr, avx512) == SimdLevel::Avx512);
+  CHECK(simd_level_for("avx2", avx512) == SimdLevel::Avx2);  // a cap below the best
+  CpuFeatures part = avx512;  // AVX-512F without BW: the AVX-512 kernels cannot run
+  part.avx512bw = false;
+  CHECK_THROWS_WITH_AS(simd_level_for("avx512", part), doctest::Contains("it offers scalar, avx2 "), Error);
+
+  CpuFeatures arm;
+  arm.neon = true;
+  CHECK(simd_level_for(nullptr, arm) == SimdLevel::Neon);
+  CHECK(simd_level_for("scalar", arm) == SimdLevel::Scalar);
+  CHECK_THROWS_WITH_AS(simd_level_for("avx2", arm),
+                       "ENG_CPU: this CPU cannot run avx2; it offers scalar, neon (unset ENG_CPU for the best of them)",
+                       Error);
+  CHECK(simd_level_for("scalar", CpuFeatures{}) == SimdLevel::Scalar);
+  CHECK_THROWS_WITH_AS(simd_level_for("neon", CpuFeatures{}), doctest::Contains("it offers scalar ("), Error);
+}
