@@ -16,6 +16,7 @@
 #include "engine/rng.h"
 #include "engine/tensor.h"
 #include "tests/cuda_test_util.h"
+#include "tests/skip_note.h"
 
 #ifdef ENG_CUDA
 #include <algorithm>
@@ -45,7 +46,7 @@ TEST_CASE("cuda: availability, and clean refusals without a device") {
     CHECK(cuda::unavailable_reason().empty());
     return;
   }
-  MESSAGE("CUDA tests skipped: " << cuda::unavailable_reason());
+  eng::test::note_skip("CUDA tests: " + cuda::unavailable_reason());
   CHECK_FALSE(cuda::unavailable_reason().empty());
   if (!cuda::built()) {
     CHECK(cuda::device_count() == 0);
