@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "datasets/file_io.h"
+#include "engine/file_io.h"
 #include "engine/error.h"
 
 namespace eng {

@@ -1,6 +1,6 @@
 #include "datasets/idx.h"
 
-#include "datasets/file_io.h"
+#include "engine/file_io.h"
 #include "datasets/inflate.h"
 #include "engine/error.h"
 

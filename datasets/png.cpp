@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "engine/checksum.h"
-#include "datasets/file_io.h"
+#include "engine/file_io.h"
 #include "engine/error.h"
 
 namespace eng {

@@ -1,6 +1,6 @@
 #include "datasets/text.h"
 
-#include "datasets/file_io.h"
+#include "engine/file_io.h"
 #include "engine/error.h"
 
 namespace eng {
@@ -32,6 +32,10 @@ int64_t TextCorpus::end(TextSplit s) const {
 void TextCorpus::check_len(TextSplit s, int64_t len) const {
   ENG_CHECK(len >= 1 && len + 1 <= size(s), "text: ", path_, ": the ", text_split_name(s), " split holds ", size(s),
             " bytes, too few for a window of ", len, " + 1");
+}
+
+void TextCorpus::check_windows(int64_t len) const {
+  for (TextSplit s : {TextSplit::Train, TextSplit::Valid, TextSplit::Test}) check_len(s, len);
 }
 
 LMBatch TextCorpus::sample(TextSplit s, int64_t batch, int64_t len, Rng& rng) const {

@@ -29,6 +29,9 @@ class TextCorpus {
   static constexpr int64_t kVocab = 256;
 
   const std::string& path() const { return path_; }
+  // Throws, naming the file and the split, unless every split holds a window of `len` + 1 bytes: checked before
+  // training, so that a run never trains and then finds its validation or test split too short.
+  void check_windows(int64_t len) const;
   int64_t size(TextSplit s) const { return end(s) - begin(s); }
 
   // `batch` windows of `len` + 1 bytes at uniform random starts in the split: inputs are the first len

@@ -1,8 +1,12 @@
 #include "engine/allocator.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "engine/error.h"
 
@@ -24,6 +28,8 @@ struct Pool {
   std::multimap<size_t, void*> free_blocks;  // rounded size -> block
   std::map<void*, size_t> block_size;        // every block we own, handed out or cached
   AllocatorStats st;
+  size_t limit = 0;  // 0: none
+  std::string limit_reason;
 #ifdef ENG_SANITIZE
   bool caching = false;
 #else
@@ -65,6 +71,9 @@ void* allocate(size_t bytes) {
     }
   }
   if (!p) {
+    if (P.limit && P.st.live_bytes + P.st.cached_bytes + want > P.limit) free_cache_locked(P);
+    ENG_CHECK(!P.limit || P.st.live_bytes + want <= P.limit, "allocator: out of memory allocating ", bytes,
+              " bytes (live ", P.st.live_bytes, " bytes, limit ", P.limit, " bytes: ", P.limit_reason, ")");
     p = std::aligned_alloc(kAlign, want);
     if (!p && !P.free_blocks.empty()) {  // out of memory: give the cache back and retry once
       free_cache_locked(P);
@@ -119,6 +128,21 @@ void set_caching(bool on) {
   Pool& P = pool();
   std::lock_guard<std::mutex> lock(P.mu);
   P.caching = on;
+}
+
+void set_limit(size_t bytes, const std::string& reason) {
+  Pool& P = pool();
+  std::lock_guard<std::mutex> lock(P.mu);
+  P.limit = bytes;
+  P.limit_reason = reason;
+}
+
+size_t available_system_memory() {
+  std::ifstream in("/proc/meminfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("MemAvailable:", 0) == 0) return size_t(std::strtoull(line.c_str() + 13, nullptr, 10)) * 1024;
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
 }
 
 bool caching() {

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace eng {
 
@@ -31,6 +32,13 @@ void empty_cache();
 // use-after-free); tests switch it explicitly.
 void set_caching(bool on);
 bool caching();
+// Refuses, with an error that gives `reason`, an allocation that would take the bytes handed out beyond `bytes`
+// (0: no limit, the default): a program that knows how much memory it may use fails with a message instead of
+// being killed by the kernel's out-of-memory killer.
+void set_limit(size_t bytes, const std::string& reason);
+// The memory the system could give this process now (Linux's MemAvailable; else the physical memory; 0 when
+// neither is known).
+size_t available_system_memory();
 
 }  // namespace allocator
 }  // namespace eng

@@ -1,6 +1,7 @@
 #include "engine/cli.h"
 
 #include <cstdio>
+#include <sstream>
 
 #include "engine/error.h"
 
@@ -8,9 +9,11 @@ namespace eng {
 
 struct Cli::Flag {
   enum Kind { Int, Double, String, Bool, List } kind;
-  std::string name, help, def_text;
+  std::string name, help, def_text, range_text;  // range_text: " in 1..1024", " >= 0", ... for numbers
   int64_t i = 0;
   double d = 0;
+  IntRange int_range;
+  RealRange real_range;
   std::string s;
   bool b = false;
   std::vector<std::string> list;
@@ -31,19 +34,25 @@ Cli::Flag& Cli::add(const std::string& name, const std::string& help, const std:
   return f;
 }
 
-int64_t& Cli::add_int(const std::string& name, int64_t def, const std::string& help) {
+int64_t& Cli::add_int(const std::string& name, int64_t def, IntRange range, const std::string& help) {
+  ENG_CHECK(range.contains(def), "cli: the default ", def, " of --", name, " is outside its range", range.text());
   Flag& f = add(name, help, std::to_string(def));
+  f.range_text = range.text();
   f.kind = Flag::Int;
   f.i = def;
+  f.int_range = range;
   return f.i;
 }
 
-double& Cli::add_double(const std::string& name, double def, const std::string& help) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", def);
-  Flag& f = add(name, help, buf);
+double& Cli::add_double(const std::string& name, double def, RealRange range, const std::string& help) {
+  ENG_CHECK(range.contains(def), "cli: the default ", def, " of --", name, " is outside its range", range.text());
+  std::ostringstream text;
+  text << def;
+  Flag& f = add(name, help, text.str());
+  f.range_text = range.text();
   f.kind = Flag::Double;
   f.d = def;
+  f.real_range = range;
   return f.d;
 }
 
@@ -67,17 +76,30 @@ std::vector<std::string>& Cli::add_list(const std::string& name, const std::stri
   return f.list;
 }
 
+void Cli::add_positionals(const std::string& usage, const std::string& help, size_t max) {
+  positional_usage_ = usage;
+  positional_help_ = help;
+  max_positional_ = max;
+}
+
 bool Cli::was_set(const std::string& name) const {
   auto it = by_name_.find(name);
   return it != by_name_.end() && it->second->set;
 }
 
+std::string Cli::usage() const {
+  return "usage: " + program_ + " [flags]" + (positional_usage_.empty() ? "" : " " + positional_usage_);
+}
+
 std::string Cli::help() const {
-  std::string h = "usage: " + program_ + " [flags]\n" + summary_ + "\n\nflags:\n";
+  std::string h = usage() + "\n" + summary_ + "\n";
+  if (!positional_usage_.empty()) h += "\narguments:\n  " + positional_usage_ + ": " + positional_help_ + "\n";
+  h += "\nflags:\n";
   for (const auto& f : flags_) {
     std::string left = "  --" + f->name;
     if (left.size() < 24) left.resize(24, ' ');
-    h += left + " " + f->help + " (default " + f->def_text + ")\n";
+    h += left + " " + f->help + " (default " + f->def_text + (f->range_text.empty() ? "" : ";") + f->range_text +
+         ")\n";
   }
   return h;
 }
@@ -90,6 +112,8 @@ bool Cli::parse(int argc, char** argv, int first) {
       return false;
     }
     if (a.rfind("--", 0) != 0) {
+      ENG_CHECK(positional_.size() < max_positional_, program_, ": unexpected argument '", a, "' (",
+                positional_usage_.empty() ? "it takes no arguments besides flags" : usage(), "; see --help)");
       positional_.push_back(a);
       continue;
     }
@@ -104,7 +128,9 @@ bool Cli::parse(int argc, char** argv, int first) {
     ENG_CHECK(it != by_name_.end(), program_, ": unknown flag --", name, " (see --help)");
     Flag& f = *it->second;
     if (!has_value && f.kind == Flag::Bool) {
-      value = "true";
+      // "--flag false" as well as "--flag=false": the word after a boolean is its value only if it is one.
+      const bool word = i + 1 < argc && (std::string(argv[i + 1]) == "true" || std::string(argv[i + 1]) == "false");
+      value = word ? argv[++i] : "true";
       has_value = true;
     }
     if (!has_value) {
@@ -112,28 +138,18 @@ bool Cli::parse(int argc, char** argv, int first) {
       value = argv[++i];
     }
     f.set = true;
-    size_t pos = 0;
-    try {
-      switch (f.kind) {
-        case Flag::Int: f.i = std::stoll(value, &pos); break;
-        case Flag::Double: f.d = std::stod(value, &pos); break;
-        case Flag::String: f.s = value; pos = value.size(); break;
-        case Flag::List: f.list.push_back(value); pos = value.size(); break;
-        case Flag::Bool:
-          ENG_CHECK(value == "true" || value == "false" || value == "1" || value == "0", program_, ": flag --", name,
-                    " expects true or false, got '", value, "'");
-          f.b = value == "true" || value == "1";
-          pos = value.size();
-          break;
-      }
-    } catch (const std::invalid_argument&) {
-      pos = std::string::npos;
-    } catch (const std::out_of_range&) {
-      pos = std::string::npos;
+    const std::string what = program_ + ": --" + name;
+    switch (f.kind) {
+      case Flag::Int: f.i = parse_int(value, f.int_range, what); break;
+      case Flag::Double: f.d = parse_real(value, f.real_range, what); break;
+      case Flag::String: f.s = value; break;
+      case Flag::List: f.list.push_back(value); break;
+      case Flag::Bool:
+        ENG_CHECK(value == "true" || value == "false" || value == "1" || value == "0", what,
+                  " expects true or false, got '", value, "'");
+        f.b = value == "true" || value == "1";
+        break;
     }
-    const bool text = f.kind == Flag::String || f.kind == Flag::List;
-    ENG_CHECK(pos == value.size() && (text || !value.empty()), program_, ": flag --", name, " expects ",
-              f.kind == Flag::Int ? "an integer" : "a number", ", got '", value, "'");
   }
   return true;
 }

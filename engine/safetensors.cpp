@@ -1,17 +1,11 @@
 #include "engine/safetensors.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <unordered_set>
 
 #include "engine/error.h"
+#include "engine/file_io.h"
 #include "engine/json.h"
 
 namespace eng {
@@ -50,66 +44,6 @@ bool parse_dtype(const std::string& s, DType& out) {
     }
   return false;
 }
-
-// ---- writing ----
-
-// The temporary file of an atomic save: removed unless commit() renamed it over the target.
-class TempFile {
- public:
-  explicit TempFile(const std::string& target) : target_(target), tmp_(target + ".tmp") {
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail_errno("cannot create");
-  }
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(tmp_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-
-  void write(const void* data, size_t n) {
-    const char* p = static_cast<const char*>(data);
-    while (n > 0) {
-      ssize_t k = ::write(fd_, p, n);
-      if (k < 0 && errno == EINTR) continue;
-      if (k <= 0) fail_errno("cannot write");
-      p += k;
-      n -= size_t(k);
-    }
-  }
-
-  // Makes the data durable, then atomically replaces the target with it.
-  void commit() {
-    if (::fsync(fd_) != 0) fail_errno("cannot fsync");
-    int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) fail_errno("cannot close");
-    if (std::rename(tmp_.c_str(), target_.c_str()) != 0) fail_errno("cannot rename to the target,");
-    committed_ = true;
-    sync_directory();
-  }
-
- private:
-  [[noreturn]] void fail_errno(const char* what) const {
-    int e = errno;
-    fail("safetensors: ", target_, ": ", what, " ", tmp_, ": ", std::strerror(e));
-  }
-
-  // Persists the rename itself. Best effort: some file systems refuse fsync on a directory, and
-  // the new file is complete either way.
-  void sync_directory() const {
-    size_t slash = target_.rfind('/');
-    std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : target_.substr(0, slash);
-    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return;
-    (void)::fsync(fd);
-    ::close(fd);
-  }
-
-  std::string target_, tmp_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
 
 // ---- reading ----
 
@@ -260,7 +194,7 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   unsigned char prefix[8];
   for (int i = 0; i < 8; ++i) prefix[i] = (unsigned char)(uint64_t(text.size()) >> (8 * i));
 
-  TempFile file(path);
+  AtomicFile file(path, "safetensors");
   file.write(prefix, 8);
   file.write(text.data(), text.size());
   for (const auto& [name, t] : tensors) {
@@ -274,19 +208,12 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
 SafetensorsFile load_safetensors(const std::string& path) {
   check_host(path);
   auto error = [&](auto&&... parts) { fail_file(path, parts...); };
-  std::ifstream in(path, std::ios::binary);
-  if (!in) error("cannot open: ", std::strerror(errno));
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) error("not a regular file");
-  in.seekg(0, std::ios::end);
-  const std::streamoff file_size = in.tellg();
-  in.seekg(0, std::ios::beg);
-  if (!in || file_size < 0) error("cannot read (not a regular file?)");
+  const InputFile in(path, "safetensors");
+  const int64_t file_size = in.size();
   if (file_size < 8) error("file is ", file_size, " bytes, shorter than the 8-byte header length");
 
   unsigned char prefix[8];
-  in.read(reinterpret_cast<char*>(prefix), 8);
-  if (!in) error("cannot read the header length");
+  in.read_at(0, prefix, 8, "the header length");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | prefix[i];
   if (n > kMaxHeaderBytes) error("header length ", n, " exceeds the limit of ", kMaxHeaderBytes, " bytes");
@@ -294,8 +221,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
     error("header length ", n, " is larger than the ", file_size - 8, " bytes after the length prefix");
 
   std::string text(size_t(n), '\0');
-  in.read(text.data(), std::streamsize(n));
-  if (!in) error("cannot read the ", n, "-byte header");
+  in.read_at(8, text.data(), size_t(n), "the " + std::to_string(n) + "-byte header");
   Json header;
   try {
     header = Json::parse(text);
@@ -318,11 +244,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
 
   for (const Entry& e : entries) {
     Tensor t = empty(e.shape, e.dtype);
-    if (e.end > e.begin) {
-      in.seekg(data_start + e.begin);
-      in.read(static_cast<char*>(t.raw_data()), std::streamsize(e.end - e.begin));
-      if (!in) error("cannot read the data of tensor ", quote(e.name));
-    }
+    if (e.end > e.begin)
+      in.read_at(data_start + e.begin, t.raw_data(), size_t(e.end - e.begin), "the data of tensor " + quote(e.name));
     out.tensors.emplace_back(e.name, t);
   }
   return out;

@@ -20,13 +20,15 @@ struct SafetensorsFile {
 };
 
 // Writes the tensors in the given order (non-contiguous views are written in logical row-major
-// order). Names must be unique, non-empty and not "__metadata__". Atomic: the file is written to
-// `path + ".tmp"`, fsync'ed and renamed over `path`, so an existing file is either kept whole or
-// replaced whole; on failure the temporary file is removed.
+// order). Names must be unique, non-empty and not "__metadata__". Atomic (engine/file_io.h's AtomicFile): the
+// file is written to a temporary file of this writer's own beside `path`, fsync'ed and renamed over `path`, so an
+// existing file is either kept whole or replaced whole; on failure the temporary file is removed. A `path` that
+// is not a regular file (a directory, a device, a symbolic link) is refused.
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
-// Reads and validates a whole file into fresh contiguous CPU tensors (no gradient tracking).
+// Reads and validates a whole file into fresh contiguous CPU tensors (no gradient tracking). Only a regular
+// file is read: a FIFO, a device or a directory is refused without blocking on it.
 SafetensorsFile load_safetensors(const std::string& path);
 
 // The safetensors spelling of a dtype: "F32", "F64", "I64".

@@ -5,6 +5,8 @@
 
 #include "engine/checksum.h"
 #include "engine/error.h"
+#include "engine/parse_number.h"
+#include "engine/safe_text.h"
 #include "engine/safetensors.h"
 
 namespace eng {
@@ -45,14 +47,18 @@ void save_checkpoint(const std::string& path, const Module& model, const Optimiz
   save_safetensors(path, tensors, meta);
 }
 
+ChecksumCheck check_checksum(const SafetensorsFile& file) {
+  auto sum = file.metadata.find(kChecksumKey);
+  return {sum == file.metadata.end() ? "" : sum->second, data_checksum(file.tensors)};
+}
+
 std::map<std::string, std::string> load_checkpoint(const std::string& path, Module& model, Optimizer* optimizer) {
   SafetensorsFile f = load_safetensors(path);
-  auto sum = f.metadata.find(kChecksumKey);
-  ENG_CHECK(sum != f.metadata.end(), "checkpoint ", path, ": no '", kChecksumKey,
+  const ChecksumCheck sum = check_checksum(f);
+  ENG_CHECK(!sum.recorded.empty(), "checkpoint ", path, ": no '", kChecksumKey,
             "' metadata (not written by save_checkpoint, or its header was damaged)");
-  const std::string actual = data_checksum(f.tensors);
-  ENG_CHECK(sum->second == actual, "checkpoint ", path, ": the tensor data is corrupt (CRC-32 ", actual,
-            ", the header records ", sum->second, ")");
+  ENG_CHECK(sum.intact(), "checkpoint ", path, ": the tensor data is corrupt (CRC-32 ", sum.actual,
+            ", the header records ", sum.recorded, ")");
   std::map<std::string, Tensor> by_name(f.tensors.begin(), f.tensors.end());
   auto params = model.named_parameters();
   std::set<std::string> expected;
@@ -75,19 +81,18 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Modu
   for (const auto& [name, t] : f.tensors) {
     const bool param = name.rfind("model.", 0) == 0, buffer = name.rfind("buffer.", 0) == 0;
     ENG_CHECK(!(param || buffer) || expected.count(name), "checkpoint ", path, ": unknown ",
-              param ? "parameter" : "buffer", " '", name.substr(param ? 6 : 7), "' (a checkpoint of another model?)");
+              param ? "parameter" : "buffer", " '", terminal_text(name.substr(param ? 6 : 7)),
+              "' (a checkpoint of another model?)");
   }
   if (optimizer) {
     auto it = f.metadata.find("optimizer");
     ENG_CHECK(it != f.metadata.end() && it->second == optimizer->name(), "checkpoint ", path,
-              ": optimizer state is for '", it == f.metadata.end() ? "none" : it->second, "', not '",
+              ": optimizer state is for '", it == f.metadata.end() ? "none" : terminal_text(it->second), "', not '",
               optimizer->name(), "'");
-    int64_t steps = 0;
-    try {
-      steps = std::stoll(f.metadata.at("optimizer_steps"));
-    } catch (const std::exception&) {
-      fail("checkpoint ", path, ": metadata 'optimizer_steps' is missing or not an integer");
-    }
+    auto steps_text = f.metadata.find("optimizer_steps");
+    ENG_CHECK(steps_text != f.metadata.end(), "checkpoint ", path, ": metadata 'optimizer_steps' is missing");
+    const int64_t steps =
+        parse_int(steps_text->second, IntRange::at_least(0), "checkpoint " + path + ": metadata 'optimizer_steps'");
     try {
       optimizer->load_state(f.tensors, steps);
     } catch (const Error& e) {
@@ -104,14 +109,15 @@ void check_checkpoint_config(const std::string& path, const std::map<std::string
   for (const auto& [k, v] : config) {
     auto it = metadata.find("config." + k);
     ENG_CHECK(it != metadata.end(), "checkpoint ", path, ": no config key '", k, "' (not a checkpoint of this tool?)");
-    ENG_CHECK(it->second == v, "checkpoint ", path, " is for a different model: ", k, " = ", it->second,
+    ENG_CHECK(it->second == v, "checkpoint ", path, " is for a different model: ", k, " = ", terminal_text(it->second),
               " in the checkpoint, ", v, " requested");
   }
   // Keys written only when they differ from a default (kv_heads, reversible) must not be silently dropped.
   for (const auto& [key, value] : metadata)
     if (key.rfind("config.", 0) == 0)
-      ENG_CHECK(config.count(key.substr(7)), "checkpoint ", path, " is for a different model: ", key.substr(7), " = ",
-                value, " in the checkpoint, not set in the requested model");
+      ENG_CHECK(config.count(key.substr(7)), "checkpoint ", path, " is for a different model: ",
+                terminal_text(key.substr(7)), " = ", terminal_text(value), " in the checkpoint, not set in the requested "
+                "model");
 }
 
 }  // namespace eng

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/optim.h"
+#include "engine/safetensors.h"
 #include "models/module.h"
 
 namespace eng {
@@ -18,6 +19,14 @@ void save_checkpoint(const std::string& path, const Module& model, const Optimiz
 // Every parameter must be present with its shape, and no unknown "model." key may appear; errors name
 // the file and the tensor. Nothing is changed when any check fails.
 std::map<std::string, std::string> load_checkpoint(const std::string& path, Module& model, Optimizer* optimizer);
+
+// The CRC-32 save_checkpoint records over the tensor data ("checksum.crc32") beside the one the data has now.
+// recorded is "" for a file that save_checkpoint did not write; a damaged header can drop the key too.
+struct ChecksumCheck {
+  std::string recorded, actual;  // 8 hex digits each
+  bool intact() const { return recorded == actual; }
+};
+ChecksumCheck check_checksum(const SafetensorsFile& file);
 
 // Throws naming the file and the first differing key when the checkpoint's "config.*" metadata differs
 // from `config` (a checkpoint of another model), including a key only one of them has.

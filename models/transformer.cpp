@@ -5,6 +5,7 @@
 
 #include "engine/autograd.h"
 #include "engine/error.h"
+#include "engine/parse_number.h"
 #include "models/reversible.h"
 #include "ops/binary.h"
 #include "ops/index.h"
@@ -66,29 +67,8 @@ const char* activation_name(Activation a) {
   return a == Activation::Relu ? "relu" : a == Activation::Gelu ? "gelu" : "gelu-tanh";
 }
 
-int64_t to_int(const std::string& key, const std::string& v) {
-  size_t pos = 0;
-  int64_t r = 0;
-  try {
-    r = std::stoll(v, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  ENG_CHECK(pos == v.size() && pos > 0, "config: ", key, " must be an integer, got '", v, "'");
-  return r;
-}
-
-double to_double(const std::string& key, const std::string& v) {
-  size_t pos = 0;
-  double r = 0;
-  try {
-    r = std::stod(v, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  ENG_CHECK(pos == v.size() && pos > 0, "config: ", key, " must be a number, got '", v, "'");
-  return r;
-}
+int64_t to_int(const std::string& key, const std::string& v) { return parse_int(v, IntRange{}, "config: " + key); }
+double to_double(const std::string& key, const std::string& v) { return parse_real(v, RealRange{}, "config: " + key); }
 
 }  // namespace
 
@@ -123,6 +103,13 @@ std::map<std::string, std::string> TransformerConfig::to_map() const {
 }
 
 TransformerConfig TransformerConfig::from_map(const std::map<std::string, std::string>& m) {
+  // The keys to_map always writes, since the first checkpoint: a default in place of one would build another
+  // model, which may even load the same weights (positional, norm). kv_heads, reversible, mem_len and outputs
+  // are written only when set, so their absence is their default.
+  for (const char* key : {"vocab", "d_model", "heads", "d_ff", "encoder_layers", "decoder_layers", "max_len",
+                          "dropout", "attention", "attention_options", "cross_attention", "norm", "norm_type",
+                          "positional", "activation", "seed"})
+    ENG_CHECK(m.count(key), "config: the required key '", key, "' is missing");
   TransformerConfig c;
   for (const auto& [k, v] : m) {
     if (k == "vocab") c.vocab = to_int(k, v);

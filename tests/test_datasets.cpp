@@ -14,6 +14,7 @@
 #include "datasets/mnist.h"
 #include "datasets/text.h"
 #include "engine/error.h"
+#include "tests/skip_note.h"
 #include "tests/temp_files.h"
 
 using namespace eng;
@@ -109,7 +110,7 @@ TEST_CASE("idx: wrong magic, type, dimensions or size fail naming the file") {
                     ("inflate: " + f + ": truncated DEFLATE data (the input ends inside a block)").c_str());
   CHECK_THROWS_WITH(read_idx(dir.file("missing"), 1),
                     ("idx: " + dir.file("missing") + ": cannot open: No such file or directory").c_str());
-  CHECK_THROWS_WITH(read_idx(dir.path, 1), ("idx: " + dir.path + ": is a directory, not a file").c_str());
+  CHECK_THROWS_WITH(read_idx(dir.path, 1), ("idx: " + dir.path + ": is a directory, not a regular file").c_str());
 }
 
 TEST_CASE("mnist: splits, validation carved from the end of train, and clear errors") {
@@ -153,7 +154,7 @@ TEST_CASE("mnist: splits, validation carved from the end of train, and clear err
 
 TEST_CASE("mnist: the real Fashion-MNIST, when installed") {
   if (find_mnist_file(kFashionMnistDir, "t10k-images-idx3-ubyte").empty()) {
-    MESSAGE("Fashion-MNIST not installed (apt-get install dataset-fashion-mnist): skipped");
+    eng::test::note_skip("the real Fashion-MNIST: not installed (make data, or apt-get install dataset-fashion-mnist)");
     return;
   }
   const std::string dir = locate_mnist("");

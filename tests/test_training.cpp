@@ -7,6 +7,7 @@
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "engine/optim.h"
+#include "engine/safetensors.h"
 #include "models/checkpoint.h"
 #include "models/transformer.h"
 #include "ops/loss.h"
@@ -138,6 +139,27 @@ TEST_CASE("checkpoint: a flipped data byte or a truncated file is refused; the m
   std::remove(path.c_str());
 }
 
+TEST_CASE("checkpoint: check_checksum tells an intact file, a corrupt one and one without a checksum apart") {
+  const std::string path = temp_path("checksum.safetensors");
+  LanguageModel saved(copy_config(16));
+  save_checkpoint(path, saved, nullptr, {});
+  SafetensorsFile f = load_safetensors(path);
+  ChecksumCheck sum = check_checksum(f);
+  CHECK(sum.intact());
+  CHECK(sum.recorded == f.metadata.at("checksum.crc32"));
+  CHECK(sum.actual.size() == 8);
+  f.tensors.back().second.data<float>()[0] += 1;  // what a flipped bit in the file loads as
+  sum = check_checksum(f);
+  CHECK_FALSE(sum.intact());
+  CHECK(sum.recorded == f.metadata.at("checksum.crc32"));
+  CHECK(sum.actual != sum.recorded);
+  save_safetensors(path, f.tensors, {{"step", "1"}});  // not written by save_checkpoint
+  sum = check_checksum(load_safetensors(path));
+  CHECK(sum.recorded.empty());
+  CHECK_FALSE(sum.intact());
+  std::remove(path.c_str());
+}
+
 TEST_CASE("a tiny copy-task model learns: held-out copy loss below 0.2 within 800 steps") {
   // 2 layers, d_model 32, copies of up to 4 symbols over 4 symbols. Untrained loss is ~log(6) = 1.8.
   TransformerConfig c = copy_config(32);
@@ -161,7 +183,7 @@ TEST_CASE("a tiny copy-task model learns: held-out copy loss below 0.2 within 80
     for (int i = 0; i < 50; ++i, ++steps) train_step(m, opt, task, data);
     last = held_out();
   }
-  MESSAGE("copy task: held-out loss ", first, " -> ", last, " after ", steps, " steps");
+  INFO("copy task: held-out loss ", first, " -> ", last, " after ", steps, " steps");
   CHECK(first > 1.0);
   CHECK(last < 0.2);
 }

@@ -134,7 +134,19 @@ TEST_CASE("config: round trip through metadata, clear errors") {
   CHECK_THROWS_WITH(TransformerConfig::from_map(m), "config: unknown key 'colour'");
   m = c.to_map();
   m["d_model"] = "big";
-  CHECK_THROWS_WITH(TransformerConfig::from_map(m), "config: d_model must be an integer, got 'big'");
+  CHECK_THROWS_WITH(TransformerConfig::from_map(m), "config: d_model expects an integer, got 'big'");
+  m = c.to_map();
+  m["dropout"] = "nan";
+  CHECK_THROWS_WITH(TransformerConfig::from_map(m), "config: dropout expects a finite number, got 'nan'");
+  m = c.to_map();
+  m["max_len"] = "99999999999999999999";
+  CHECK_THROWS_WITH(TransformerConfig::from_map(m), "config: max_len expects an integer, got '99999999999999999999'");
+  for (const char* key : {"encoder_layers", "positional"}) {  // never std::out_of_range, nor a default model
+    m = c.to_map();
+    m.erase(key);
+    CHECK_THROWS_WITH(TransformerConfig::from_map(m), (std::string("config: the required key '") + key +
+                                                       "' is missing").c_str());
+  }
   TransformerConfig e = tiny(PositionalKind::None);
   e.attention = "nonexistent";
   CHECK_THROWS_WITH(LanguageModel{e}, doctest::Contains("attention: unknown variant 'nonexistent'"));

@@ -1,10 +1,12 @@
 // bench: performance measurements, one subcommand per file in tools/bench/. Each prints its figures
-// beside a baseline measured in the same run where one can be (anchors: ../shared/anchors.md).
+// beside a baseline measured in the same run where one can be, and no other: a figure from elsewhere would
+// compare machines, not code.
 #include "tools/bench.h"
 
 #include <cstdio>
 #include <exception>
 #include <map>
+#include <new>
 #include <utility>
 
 namespace eng::bench {
@@ -37,8 +39,10 @@ int main(int argc, char** argv) {
   }
   try {
     return it->second.second(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "error: bench %s: out of memory (lower the sizes its flags ask for)\n", sub.c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
   }
+  return 1;
 }

@@ -1,25 +1,26 @@
-// inspect: lists the metadata and tensors of a safetensors checkpoint.
+// inspect: lists the metadata and tensors of a safetensors checkpoint and checks its data against the CRC-32
+// that save_checkpoint records. Every string from the file is printed through terminal_text, so that a name or a
+// metadata value cannot reach the terminal as an escape sequence.
 //   build/inspect [--stats] FILE.safetensors
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <limits>
+#include <new>
 #include <string>
 
+#include "engine/cli.h"
 #include "engine/error.h"
+#include "engine/safe_text.h"
 #include "engine/safetensors.h"
+#include "models/checkpoint.h"
 
 using namespace eng;
 
-static const char* kUsage =
-    "usage: inspect [--stats] FILE.safetensors\n"
-    "Prints the file's metadata, then one line per tensor: name, dtype, shape.\n"
-    "  --stats   also print min, max and mean of each tensor (NaNs are counted, not compared)\n"
-    "  --help    show this help\n";
+namespace {
 
 // One pass over the elements; NaNs are counted apart so that one NaN does not hide the range.
-static std::string stats(const Tensor& t) {
+std::string stats(const Tensor& t) {
   if (t.numel() == 0) return "  (empty)";
   double lo = std::numeric_limits<double>::infinity(), hi = -lo, sum = 0;
   int64_t nan = 0, n = t.numel();
@@ -46,49 +47,49 @@ static std::string stats(const Tensor& t) {
   return s;
 }
 
-int main(int argc, char** argv) {
-  bool want_stats = false;
-  std::string path;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (a == "--stats") {
-      want_stats = true;
-    } else if (a.size() > 1 && a[0] == '-') {
-      std::fprintf(stderr, "inspect: unknown option %s\n%s", a.c_str(), kUsage);
-      return 1;
-    } else if (path.empty()) {
-      path = a;
-    } else {
-      std::fprintf(stderr, "inspect: more than one file given\n%s", kUsage);
-      return 1;
-    }
+int run(int argc, char** argv) {
+  Cli cli("inspect", "Prints a safetensors file's metadata, its checksum state, then one line per tensor: name, "
+          "dtype, shape. Exit status 1 when the data does not match its recorded CRC-32.");
+  cli.add_positionals("FILE.safetensors", "the file to inspect", 1);
+  auto& want_stats = cli.add_bool("stats", false, "also print min, max and mean of each tensor (NaNs are counted, "
+                                  "not compared)");
+  if (!cli.parse(argc, argv)) return 0;
+  ENG_CHECK(!cli.positional().empty(), "inspect: no file given (", cli.usage(), ")");
+  const std::string path = cli.positional().front(), shown = terminal_text(path);
+  const SafetensorsFile f = load_safetensors(path);
+  std::printf("%s: %zu tensors\n", shown.c_str(), f.tensors.size());
+  const ChecksumCheck sum = check_checksum(f);
+  if (sum.recorded.empty())
+    std::printf("checksum: none recorded (not written by save_checkpoint)\n");
+  else if (sum.intact())
+    std::printf("checksum: intact (CRC-32 %s)\n", sum.actual.c_str());
+  else
+    std::printf("checksum: CORRUPT: the tensor data has CRC-32 %s, the header records %s\n", sum.actual.c_str(),
+                terminal_text(sum.recorded).c_str());
+  if (!f.metadata.empty()) {
+    std::printf("metadata:\n");
+    for (const auto& [k, v] : f.metadata)
+      std::printf("  %s: %s\n", terminal_text(k).c_str(), terminal_text(v).c_str());
   }
-  if (path.empty()) {
-    std::fprintf(stderr, "inspect: no file given\n%s", kUsage);
-    return 1;
+  int64_t total = 0;
+  for (const auto& [name, t] : f.tensors) {
+    std::printf("%s  %s  %s%s\n", terminal_text(name).c_str(), safetensors_dtype_name(t.dtype()),
+                shape_str(t.shape()).c_str(), want_stats ? stats(t).c_str() : "");
+    total += t.numel();
   }
+  std::printf("total: %lld elements\n", (long long)total);
+  return sum.recorded.empty() || sum.intact() ? 0 : 1;
+}
 
+}  // namespace
+
+int main(int argc, char** argv) {
   try {
-    SafetensorsFile f = load_safetensors(path);
-    std::printf("%s: %zu tensors\n", path.c_str(), f.tensors.size());
-    if (!f.metadata.empty()) {
-      std::printf("metadata:\n");
-      for (const auto& [k, v] : f.metadata) std::printf("  %s: %s\n", k.c_str(), v.c_str());
-    }
-    int64_t total = 0;
-    for (const auto& [name, t] : f.tensors) {
-      std::printf("%s  %s  %s%s\n", name.c_str(), safetensors_dtype_name(t.dtype()), shape_str(t.shape()).c_str(),
-                  want_stats ? stats(t).c_str() : "");
-      total += t.numel();
-    }
-    std::printf("total: %lld elements\n", (long long)total);
-  } catch (const std::exception& e) {  // eng::Error for a bad file; bad_alloc and the like too
-    std::fprintf(stderr, "inspect: %s\n", e.what());
-    return 1;
+    return run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "error: inspect: out of memory (the file's tensors do not fit in this machine's memory)\n");
+  } catch (const std::exception& e) {  // a message may quote a name from the file
+    std::fprintf(stderr, "error: %s\n", terminal_text(e.what()).c_str());
   }
-  return 0;
+  return 1;
 }

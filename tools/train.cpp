@@ -5,15 +5,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
+#include <new>
 #include <sstream>
 #include <vector>
 
 #include "datasets/mnist.h"
 #include "datasets/pixel_task.h"
 #include "datasets/text.h"
+#include "engine/allocator.h"
 #include "engine/anomaly.h"
 #include "engine/autograd.h"
 #include "engine/cli.h"
@@ -26,7 +28,10 @@
 #include "models/checkpoint.h"
 #include "models/transformer.h"
 #include "ops/binary.h"
+#include "tools/train/csv_log.h"
 #include "tools/train/job.h"
+#include "tools/train/memory_estimate.h"
+#include "tools/train/run_files.h"
 
 using namespace eng;
 using namespace eng::jobs;
@@ -143,75 +148,79 @@ int run(int argc, char** argv) {
                    "ctc (speech-like frames to phoneme labels: a bidirectional encoder, CTC loss in nats per utterance,\n"
                    "label error rate; its accuracy counts the utterances decoded exactly),\n"
                    "classify (Fashion-MNIST, or MNIST in --data DIR, as --patch x --patch patches: an encoder,\n"
-                   "mean-pooled, 10 classes).\n"
-                   "Usage: train TASK [flags]");
+                   "mean-pooled, 10 classes).");
+  cli.add_positionals("TASK", "copy, reverse, sort, text, mlm, pixels, ctc or classify (or --task)", 1);
   auto& task_name = cli.add_string("task", "copy", "copy, reverse, sort, text, mlm, pixels, ctc or classify (or the "
                                    "first argument)");
   auto& data_path = cli.add_string("data", "", "text, mlm: the corpus file (any bytes; split 90/5/5 in order); pixels, "
                                    "classify: an MNIST directory (default: the installed Fashion-MNIST)");
-  auto& test_images = cli.add_int("test-images", 10000, "pixels, classify: test images scored at the end (bits/dim, "
+  auto& test_images = cli.add_int("test-images", 10000, {1, 10000000}, "pixels, classify: test images scored at the end (bits/dim, "
                                   "accuracy)");
   auto& samples = cli.add_string("samples", "", "pixels: PNG grid of samples and completions written at the end");
-  auto& mixtures = cli.add_int("mixtures", 0, "pixels: 0 = a 256-way softmax per pixel; K = a discretised mixture of K "
+  auto& mixtures = cli.add_int("mixtures", 0, {0, 1 << 20}, "pixels: 0 = a 256-way softmax per pixel; K = a discretised mixture of K "
                                "logistics (PixelCNN++, ops/dmol.h)");
-  auto& patch = cli.add_int("patch", 4, "classify: patch side P; an image becomes (28/P)^2 tokens of P*P values");
-  auto& phonemes = cli.add_int("phonemes", 20, "ctc: distinct phonemes (P + 1 output classes with the blank)");
-  auto& features = cli.add_int("features", 16, "ctc: features per frame");
-  auto& noise = cli.add_double("noise", 0.5, "ctc: standard deviation of the noise on every frame feature");
-  auto& min_labels = cli.add_int("min-labels", 4, "ctc: fewest phonemes per utterance");
-  auto& max_labels = cli.add_int("max-labels", 12, "ctc: most phonemes per utterance");
-  auto& min_duration = cli.add_int("min-duration", 2, "ctc: fewest frames per phoneme");
-  auto& max_duration = cli.add_int("max-duration", 6, "ctc: most frames per phoneme");
-  auto& test_utterances = cli.add_int("test-utterances", 1000, "ctc: fixed test utterances (the same for every "
+  auto& patch = cli.add_int("patch", 4, {1, 1 << 10}, "classify: patch side P; an image becomes (28/P)^2 tokens of P*P values");
+  auto& phonemes = cli.add_int("phonemes", 20, {1, 1 << 20}, "ctc: distinct phonemes (P + 1 output classes with the blank)");
+  auto& features = cli.add_int("features", 16, {1, 1 << 20}, "ctc: features per frame");
+  auto& noise = cli.add_double("noise", 0.5, RealRange::at_least(0), "ctc: standard deviation of the noise on every frame feature");
+  auto& min_labels = cli.add_int("min-labels", 4, {1, 1 << 20}, "ctc: fewest phonemes per utterance");
+  auto& max_labels = cli.add_int("max-labels", 12, {1, 1 << 20}, "ctc: most phonemes per utterance");
+  auto& min_duration = cli.add_int("min-duration", 2, {1, 1 << 20}, "ctc: fewest frames per phoneme");
+  auto& max_duration = cli.add_int("max-duration", 6, {1, 1 << 20}, "ctc: most frames per phoneme");
+  auto& test_utterances = cli.add_int("test-utterances", 1000, {1, 10000000}, "ctc: fixed test utterances (the same for every "
                                       "--seed) scored for the label error rate at the end");
-  auto& layers = cli.add_int("layers", 4, "decoder layers (encoder layers for reverse/sort, ctc and classify)");
-  auto& enc_layers = cli.add_int("encoder-layers", 0, "encoder layers for reverse/sort (0: same as --layers)");
-  auto& heads = cli.add_int("heads", 8, "attention heads");
-  auto& kv_heads = cli.add_int("kv-heads", 0, "key/value heads (0: --heads; 1: multi-query; a divisor: grouped-query)");
-  auto& d_model = cli.add_int("d-model", 64, "model width");
-  auto& d_ff = cli.add_int("d-ff", 0, "feed-forward width (0: 4 x d-model)");
-  auto& dropout = cli.add_double("dropout", 0.0, "dropout probability");
+  auto& layers = cli.add_int("layers", 4, {1, 1024}, "decoder layers (encoder layers for reverse/sort, ctc and classify)");
+  auto& enc_layers = cli.add_int("encoder-layers", 0, {0, 1024}, "encoder layers for reverse/sort (0: same as --layers)");
+  auto& heads = cli.add_int("heads", 8, {1, 1 << 16}, "attention heads");
+  auto& kv_heads = cli.add_int("kv-heads", 0, {0, 1 << 16}, "key/value heads (0: --heads; 1: multi-query; a divisor: grouped-query)");
+  auto& d_model = cli.add_int("d-model", 64, {1, 1 << 24}, "model width");
+  auto& d_ff = cli.add_int("d-ff", 0, {0, 1 << 26}, "feed-forward width (0: 4 x d-model)");
+  auto& dropout = cli.add_double("dropout", 0.0, RealRange::below(0, 1), "dropout probability");
   auto& attention = cli.add_string("attention", "softmax", "attention variant (see the list below)");
   auto& attn_opts = cli.add_list("attn-opt", "a variant option name=value");
   auto& norm = cli.add_string("norm", "pre", "pre or post layer norm placement");
   auto& norm_type = cli.add_string("norm-type", "layer", "layer or rms");
   auto& positional = cli.add_string("positional", "sinusoidal", "none, sinusoidal, learned, rotary, alibi or relative "
                                     "(Transformer-XL's, softmax-family attention)");
-  auto& mem_len = cli.add_int("mem-len", 0, "text: Transformer-XL memory of the last N positions; training reads "
+  auto& mem_len = cli.add_int("mem-len", 0, {0, 1 << 24}, "text: Transformer-XL memory of the last N positions; training reads "
                               "--batch consecutive streams (docs/transformer_xl.md)");
   auto& activation = cli.add_string("activation", "gelu", "relu, gelu or gelu-tanh");
   auto& reversible = cli.add_bool("reversible", false, "reversible layers (Reformer §3): activation memory "
                                  "independent of depth; pre-norm, not reverse/sort (docs/reversible.md)");
-  auto& seq_len = cli.add_int("seq-len", 128, "longest sequence (copy: both halves and the separator); copy, "
+  auto& seq_len = cli.add_int("seq-len", 128, {1, 1 << 24}, "longest sequence (copy: both halves and the separator); copy, "
                               "reverse, sort and text");
-  auto& symbols = cli.add_int("symbols", 10, "distinct symbols (copy, reverse, sort)");
+  auto& symbols = cli.add_int("symbols", 10, {1, 1 << 20}, "distinct symbols (copy, reverse, sort)");
   auto& fixed = cli.add_bool("fixed-length", false, "always use the longest sequence (copy, reverse, sort)");
   auto& opt_name = cli.add_string("optimizer", "radam", "sgd (momentum 0.9), adam, adamw or radam");
-  auto& lr = cli.add_double("lr", 1e-3, "learning rate");
+  auto& lr = cli.add_double("lr", 1e-3, RealRange::at_least(0), "learning rate");
   auto& schedule = cli.add_string("schedule", "step:3000=1e-4",
                                   "constant | step:S=LR,... | cosine:warmup=W,total=T,min=M");
-  auto& wd = cli.add_double("weight-decay", 0.0, "weight decay");
-  auto& clip = cli.add_double("clip", 1.0, "clip the global gradient norm (0: off)");
-  auto& accum = cli.add_int("accum", 1, "micro-batches accumulated per optimizer step");
-  auto& steps = cli.add_int("steps", 6000, "optimizer steps");
-  auto& max_minutes = cli.add_double("max-minutes", 0.0,
+  auto& wd = cli.add_double("weight-decay", 0.0, RealRange::at_least(0), "weight decay");
+  auto& clip = cli.add_double("clip", 1.0, RealRange::at_least(0), "clip the global gradient norm (0: off)");
+  auto& accum = cli.add_int("accum", 1, {1, 1 << 20}, "micro-batches accumulated per optimizer step");
+  auto& steps = cli.add_int("steps", 6000, {1, int64_t(1) << 48}, "optimizer steps");
+  auto& max_minutes = cli.add_double("max-minutes", 0.0, RealRange::at_least(0),
                                      "stop after the first step that ends past this wall time, then evaluate (0: no limit)");
-  auto& batch = cli.add_int("batch", 32, "sequences (utterances, images) per micro-batch");
-  auto& seed = cli.add_int("seed", 1, "seed of the model and the data");
-  auto& threads = cli.add_int("threads", 0, "threads (0: ENG_THREADS or all cores)");
+  auto& batch = cli.add_int("batch", 32, {1, 1 << 24}, "sequences (utterances, images) per micro-batch");
+  auto& seed = cli.add_int("seed", 1, IntRange::at_least(0), "seed of the model and the data");
+  auto& threads = cli.add_int("threads", 0, {0, 1024}, "threads (0: ENG_THREADS or all cores)");
   auto& device = cli.add_string("device", "cpu", "cpu or cuda (a CUDA build; task text with softmax attention and "
                                 "adam or adamw, docs/cuda.md)");
   auto& log_path = cli.add_string("log", "", "CSV log of every logged step");
-  auto& log_every = cli.add_int("log-every", 10, "steps between progress updates and log rows");
-  auto& eval_every = cli.add_int("eval-every", 250, "steps between evaluations (0: only at the end)");
-  auto& eval_batches = cli.add_int("eval-batches", 4, "batches per evaluation");
+  auto& log_every = cli.add_int("log-every", 10, {1, int64_t(1) << 48}, "steps between progress updates and log rows");
+  auto& eval_every = cli.add_int("eval-every", 250, {0, int64_t(1) << 48}, "steps between evaluations (0: only at the end)");
+  auto& eval_batches = cli.add_int("eval-batches", 4, {1, 1 << 20}, "batches per evaluation");
   auto& ckpt = cli.add_string("checkpoint", "", "checkpoint file written every --checkpoint-every steps and at the end");
-  auto& ckpt_every = cli.add_int("checkpoint-every", 500, "steps between checkpoints");
+  auto& ckpt_every = cli.add_int("checkpoint-every", 500, {0, int64_t(1) << 48}, "steps between checkpoints (0: only "
+                                 "at the end)");
   auto& resume = cli.add_string("resume", "", "checkpoint to resume from (same flags, same threads: identical run)");
-  auto& target = cli.add_double("target-accuracy", 0.0, "stop once evaluation accuracy reaches this (0: off; ctc: "
+  auto& target = cli.add_double("target-accuracy", 0.0, RealRange::closed(0, 1), "stop once evaluation accuracy reaches this (0: off; ctc: "
                                  "the utterances decoded exactly)");
   auto& on_nan = cli.add_string("on-nan", "stop", "a NaN/Inf loss or gradient: stop (exit 1, checkpoint kept) or "
                                 "skip (drop that step's update)");
+  auto& max_memory = cli.add_double("max-memory", 0, RealRange::at_least(0), "GiB the run may hold (0: the memory "
+                                    "available when it starts): a run estimated to need more is refused before it "
+                                    "starts, an allocation beyond it fails with a message");
   auto& anomaly = cli.add_bool("detect-anomaly", false, "check every op's output and gradient, name the first that "
                                "turns non-finite (slower)");
   std::string variants;
@@ -221,17 +230,14 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (!cli.positional().empty()) {
-    ENG_CHECK(cli.positional().size() == 1 && !cli.was_set("task"), "train: one task expected, got extra argument '",
-              cli.positional().back(), "'");
+    ENG_CHECK(!cli.was_set("task"), "train: the task is given twice, as '", cli.positional()[0], "' and --task ",
+              task_name);
     task_name = cli.positional()[0];
   }
   if (threads > 0) set_num_threads(int(threads));
   ENG_CHECK(device == "cpu" || device == "cuda", "train: --device must be cpu or cuda, got '", device, "'");
   ENG_CHECK(on_nan == "stop" || on_nan == "skip", "train: --on-nan must be stop or skip, got '", on_nan, "'");
   set_detect_anomaly(anomaly);
-  ENG_CHECK(steps >= 1 && batch >= 1 && accum >= 1 && log_every >= 1, "train: --steps, --batch, --accum and "
-            "--log-every must be >= 1");
-  ENG_CHECK(max_minutes >= 0, "train: --max-minutes must be >= 0, got ", max_minutes);
 
   TransformerConfig c;
   c.d_model = d_model;
@@ -265,30 +271,37 @@ int run(int argc, char** argv) {
   for (const auto& [flag, readers_of] : readers)
     ENG_CHECK(!cli.was_set(flag) || std::find(readers_of.begin(), readers_of.end(), task_name) != readers_of.end(),
               "train: --", flag, " is for ", task_list(readers_of), ", not '", task_name, "'");
+  // The files first, before any data is loaded: a run that cannot write its results stops now, not after training.
+  const RunFiles files({{"checkpoint", ckpt}, {"log", log_path}, {"samples", samples}},
+                       {{"data", data_path}, {"resume", resume}});
+
   // Keys of the task (beyond the model's) that a checkpoint must match on resume.
   std::map<std::string, std::string> task_config;
-  std::unique_ptr<Job> job;
+  std::function<std::unique_ptr<Job>()> make_job;
+  int64_t positions = seq_len, input_features = 0;  // per sequence of a micro-batch, for the memory estimate
   if (task_name != "ctc" && task_name != "classify") {
     task_config["symbols"] = std::to_string(symbols);
     task_config["fixed_length"] = fixed ? "true" : "false";
   }
   if (task_name == "copy") {
-    CopyTask task(seq_len, symbols, fixed);
+    const CopyTask task(seq_len, symbols, fixed);
     c.vocab = task.vocab();
     c.decoder_layers = layers;
     c.encoder_layers = 0;
     c.max_len = seq_len;
-    job = make_copy_job(c, task);
+    make_job = [&c, task] { return make_copy_job(c, task); };
   } else if (task_name == "reverse" || task_name == "sort") {
-    Seq2SeqTask task(task_name == "reverse" ? Seq2SeqTask::Kind::Reverse : Seq2SeqTask::Kind::Sort, seq_len, symbols,
-                     fixed);
+    const Seq2SeqTask task(task_name == "reverse" ? Seq2SeqTask::Kind::Reverse : Seq2SeqTask::Kind::Sort, seq_len,
+                           symbols, fixed);
     c.vocab = task.vocab();
     c.decoder_layers = layers;
     c.encoder_layers = enc_layers > 0 ? enc_layers : layers;
     c.max_len = seq_len + 1;
-    job = make_seq2seq_job(c, task);
+    positions = seq_len + 1;
+    make_job = [&c, task] { return make_seq2seq_job(c, task); };
   } else if (task_name == "text") {
-    ENG_CHECK(!data_path.empty(), "train: task text needs --data FILE (any text file, e.g. enwik8)");
+    ENG_CHECK(!data_path.empty(), "train: task text needs --data FILE (any text file; docs/datasets.md says where to "
+              "get enwik8)");
     c.vocab = TextCorpus::kVocab;
     c.decoder_layers = layers;
     c.encoder_layers = 0;
@@ -296,24 +309,26 @@ int run(int argc, char** argv) {
     c.mem_len = mem_len;
     ENG_CHECK(mem_len == 0 || resume.empty(), "train: --resume with --mem-len is not supported (the memory and the "
               "position in the streams are not in the checkpoint)");
-    job = make_text_job(c, data_path, seq_len);
+    make_job = [&] { return make_text_job(c, data_path, seq_len); };
   } else if (task_name == "mlm") {
-    ENG_CHECK(!data_path.empty(), "train: task mlm needs --data FILE (any text file, e.g. enwik8)");
+    ENG_CHECK(!data_path.empty(), "train: task mlm needs --data FILE (any text file; docs/datasets.md says where to "
+              "get enwik8)");
     c.vocab = TextCorpus::kVocab + 1;  // the bytes and the mask token
     c.decoder_layers = 0;
     c.encoder_layers = layers;
     c.max_len = seq_len;
-    job = make_masked_text_job(c, data_path, seq_len);
+    make_job = [&] { return make_masked_text_job(c, data_path, seq_len); };
   } else if (task_name == "pixels") {
-    ImageSplits splits = load_mnist(locate_mnist(data_path));
+    auto splits = std::make_shared<ImageSplits>(load_mnist(locate_mnist(data_path)));
     c.vocab = PixelTask::kVocab;
     c.decoder_layers = layers;
     c.encoder_layers = 0;
-    c.max_len = splits.train.image_bytes();
-    ENG_CHECK(test_images >= 1, "train: --test-images must be >= 1, got ", test_images);
-    ENG_CHECK(mixtures >= 0, "train: --mixtures must be >= 0, got ", mixtures);
+    c.max_len = splits->train.image_bytes();
     c.outputs = 3 * mixtures;
-    job = make_pixel_job(c, std::move(splits), test_images, samples, mixtures);
+    positions = c.max_len;
+    make_job = [&c, splits, &test_images, &samples, &mixtures] {
+      return make_pixel_job(c, std::move(*splits), test_images, samples, mixtures);
+    };
   } else if (task_name == "ctc") {
     CTCTaskOptions opt;
     opt.phonemes = phonemes;
@@ -328,25 +343,43 @@ int run(int argc, char** argv) {
     c.encoder_layers = layers;
     c.decoder_layers = 0;
     c.max_len = task.max_frames();
-    ENG_CHECK(test_utterances >= 1, "train: --test-utterances must be >= 1, got ", test_utterances);
+    positions = task.max_frames();
+    input_features = task.features();
     task_config = {{"phonemes", std::to_string(phonemes)},         {"features", std::to_string(features)},
                    {"noise", exact(noise)},                        {"min_labels", std::to_string(min_labels)},
                    {"max_labels", std::to_string(max_labels)},     {"min_duration", std::to_string(min_duration)},
                    {"max_duration", std::to_string(max_duration)}};
-    job = make_ctc_job(c, task, test_utterances);
+    make_job = [&c, task, &test_utterances] { return make_ctc_job(c, task, test_utterances); };
   } else {  // classify
-    ImageSplits splits = load_mnist(locate_mnist(data_path));
-    const ImageDataset& images = splits.train;
-    ENG_CHECK(patch >= 1 && images.height % patch == 0 && images.width % patch == 0, "train: --patch ", patch,
+    auto splits = std::make_shared<ImageSplits>(load_mnist(locate_mnist(data_path)));
+    const ImageDataset& images = splits->train;
+    ENG_CHECK(images.height % patch == 0 && images.width % patch == 0, "train: --patch ", patch,
               " must divide the ", images.height, "x", images.width, " images");
     c.vocab = images.classes;
     c.encoder_layers = layers;
     c.decoder_layers = 0;
     c.max_len = (images.height / patch) * (images.width / patch);
-    ENG_CHECK(test_images >= 1, "train: --test-images must be >= 1, got ", test_images);
+    positions = c.max_len;
+    input_features = patch * patch;
     task_config = {{"patch", std::to_string(patch)}};
-    job = make_classify_job(c, std::move(splits), patch, test_images);
+    make_job = [&c, splits, &patch, &test_images] {
+      return make_classify_job(c, std::move(*splits), patch, test_images);
+    };
   }
+
+  // Memory: refuse a run that cannot fit before allocating anything for it, and bound the allocator by the same
+  // limit, so that what the estimate misses fails with a message rather than the kernel's out-of-memory kill.
+  const double limit = max_memory > 0 ? max_memory * 1024 * 1024 * 1024 : double(allocator::available_system_memory());
+  const std::string limit_text = max_memory > 0 ? "of --max-memory" : "of memory available on this machine";
+  if (limit > 0) {
+    check_memory(estimate_training_memory(c, batch, positions, input_features, opt_name == "sgd" ? 1 : 2), limit,
+                 limit_text);
+    allocator::set_limit(size_t(limit), max_memory > 0 ? "--max-memory " + exact(max_memory) + " GiB"
+                                                       : "the memory available when train started; --max-memory "
+                                                         "sets another");
+  }
+  std::unique_ptr<Job> job = make_job();
+  job->check_data(batch);
 
   if (device == "cuda") {
     check_cuda_run(task_name, c, opt_name, !ckpt.empty() || !resume.empty());
@@ -363,13 +396,16 @@ int run(int argc, char** argv) {
   if (!resume.empty()) {
     auto meta = load_checkpoint(resume, job->model(), optimizer.get());
     check_checkpoint_config(resume, meta, config);
-    try {
-      start = std::stoll(meta.at("step"));
-      data.set_position(std::stoull(meta.at("data_rng_position")));
-      job->model_rng().set_position(std::stoull(meta.at("model_rng_position")));
-    } catch (const std::exception&) {
-      fail("train: checkpoint ", resume, ": metadata step / data_rng_position / model_rng_position missing or bad");
-    }
+    auto number = [&](const char* key) -> uint64_t {
+      auto it = meta.find(key);
+      ENG_CHECK(it != meta.end(), "train: checkpoint ", resume, ": metadata '", key, "' is missing");
+      return uint64_t(parse_int(it->second, IntRange::at_least(0), "train: checkpoint " + resume + ": " + key));
+    };
+    start = int64_t(number("step"));
+    data.set_position(number("data_rng_position"));
+    job->model_rng().set_position(number("model_rng_position"));
+    ENG_CHECK(start < steps, "train: checkpoint ", resume, " is at step ", start, ", not before --steps ", steps,
+              ": nothing is left to train (raise --steps to train further)");
     std::printf("resumed from %s at step %lld\n", resume.c_str(), (long long)start);
   }
   auto save = [&](int64_t step) {
@@ -384,14 +420,13 @@ int run(int argc, char** argv) {
 
   std::printf("task %s, %lld parameters, attention %s, %s, %d threads\n", task_name.c_str(),
               (long long)job->model().num_parameters(), attention.c_str(), opt_name.c_str(), num_threads());
-  std::ofstream log;
   const bool ler = job->decodes_labels();  // the log gets a label_error_rate column
-  if (!log_path.empty()) {
-    log.open(log_path, start > 0 ? std::ios::app : std::ios::trunc);
-    ENG_CHECK(log.good(), "train: cannot write log file ", log_path);
-    if (start == 0)
-      log << "step,kind,loss,accuracy,lr,tokens_per_s,elapsed_s,grad_norm" << (ler ? ",label_error_rate" : "") << "\n";
-  }
+  std::unique_ptr<CsvLog> log;
+  if (!log_path.empty())
+    log = std::make_unique<CsvLog>(log_path, std::string("step,kind,loss,accuracy,lr,tokens_per_s,elapsed_s,grad_norm") +
+                                                 (ler ? ",label_error_rate" : ""),
+                                   start);
+  const double elapsed_before = log ? log->elapsed_before() : 0;  // a resumed run's time continues in its log
   auto ler_field = [&](int64_t edits, int64_t labels) {
     return !ler ? std::string() : labels ? "," + exact(double(edits) / double(labels)) : std::string(",");
   };
@@ -452,9 +487,10 @@ int run(int argc, char** argv) {
           window_labels ? " | LER " + fmt("%.1f%%", 100.0 * double(window_edits) / double(window_labels)) : "";
       progress.update(step, "loss " + fmt("%.4f", l) + " | acc " + fmt("%.1f%%", 100 * acc) + label_errors +
                                 " | gnorm " + fmt("%.3g", grad_norm) + " | " + fmt("%.0f", tps) + " tok/s");
-      if (log.is_open())
-        log << step << ",train," << l << "," << acc << "," << optimizer->lr() << "," << tps << "," << now << ","
-            << grad_norm << ler_field(window_edits, window_labels) << "\n";
+      if (log)
+        log->row(std::to_string(step) + ",train," + exact(l) + "," + exact(acc) + "," + exact(optimizer->lr()) + "," +
+                 exact(tps) + "," + exact(elapsed_before + now) + "," + exact(grad_norm) +
+                 ler_field(window_edits, window_labels));
       window_loss = 0;
       window_correct = window_counted = window_tokens = window_steps = window_edits = window_labels = 0;
       window_start = now;
@@ -465,24 +501,26 @@ int run(int argc, char** argv) {
       std::printf("eval @ %lld: loss %.4f%s, accuracy %.2f%%%s%s\n", (long long)step, last_eval.loss,
                   job->loss_in_units(last_eval.loss).c_str(), 100 * last_eval.accuracy,
                   label_error_text(last_eval.edits, last_eval.labels).c_str(), last_eval.extra.c_str());
-      if (log.is_open())
-        log << step << ",eval," << last_eval.loss << "," << last_eval.accuracy << "," << optimizer->lr() << ",,"
-            << progress.elapsed_seconds() << "," << ler_field(last_eval.edits, last_eval.labels) << "\n";
+      if (log)
+        log->row(std::to_string(step) + ",eval," + exact(last_eval.loss) + "," + exact(last_eval.accuracy) + "," +
+                 exact(optimizer->lr()) + ",," + exact(elapsed_before + progress.elapsed_seconds()) + "," +
+                 ler_field(last_eval.edits, last_eval.labels));
       if (target > 0 && last_eval.accuracy >= target) {
         std::printf("reached target accuracy %.2f%% at step %lld\n", 100 * target, (long long)step);
         save(step);
         break;
       }
     }
-    if (!ckpt.empty() && (step % ckpt_every == 0 || last)) save(step);
+    if (!ckpt.empty() && ((ckpt_every > 0 && step % ckpt_every == 0) || last)) save(step);
     if (last) break;
   }
   progress.finish();
-  std::printf("final: step %lld, eval loss %.4f, accuracy %.2f%%%s%s, wall %.1f s", (long long)step, last_eval.loss,
-              100 * last_eval.accuracy, label_error_text(last_eval.edits, last_eval.labels).c_str(),
-              last_eval.extra.c_str(), progress.elapsed_seconds());
-  if (skipped > 0) std::printf(", %lld steps skipped (non-finite)", (long long)skipped);
-  std::printf("\n");
+  // The figures on one line, then what the job adds (a sample starts on a line of its own).
+  std::printf("final: step %lld, wall %.1f s%s, eval loss %.4f%s, accuracy %.2f%%%s%s\n", (long long)step,
+              progress.elapsed_seconds(),
+              skipped > 0 ? (", " + std::to_string(skipped) + " steps skipped (non-finite)").c_str() : "",
+              last_eval.loss, job->loss_in_units(last_eval.loss).c_str(), 100 * last_eval.accuracy,
+              label_error_text(last_eval.edits, last_eval.labels).c_str(), last_eval.extra.c_str());
   const std::string report = job->final_report(batch);
   if (!report.empty()) std::printf("%s\n", report.c_str());
   return 0;
@@ -491,10 +529,18 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc < 2) {  // a bare `train` is a newcomer's first try: show how to start, not a 6000-step run
+    std::fprintf(stderr, "usage: train TASK [flags]   (TASK: copy, reverse, sort, text, mlm, pixels, ctc or classify)\n"
+                         "  e.g. train copy --steps 500        train text --data README.md --steps 200\n"
+                         "train --help lists every flag and attention variant.\n");
+    return 2;
+  }
   try {
     return run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "error: train: out of memory (lower --batch, the sequence length or the model's size)\n");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
   }
+  return 1;
 }

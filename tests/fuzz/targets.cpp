@@ -101,8 +101,9 @@ int cli(const uint8_t* data, size_t size) {
   for (std::string& a : args) argv.push_back(a.data());
   return expect_result_or_error([&] {
     Cli c("fuzz", "fuzz target");
-    c.add_int("steps", 1, "an integer");
-    c.add_double("lr", 1e-3, "a real");
+    c.add_int("steps", 1, {0, 1000}, "an integer");
+    c.add_positionals("ARG ...", "anything");
+    c.add_double("lr", 1e-3, RealRange::above(0), "a real");
     c.add_string("task", "copy", "a string");
     c.add_bool("fixed", false, "a boolean");
     auto& opts = c.add_list("attn-opt", "name=value pairs");

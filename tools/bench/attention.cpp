@@ -133,20 +133,23 @@ int bench_attention(int argc, char** argv) {
                                   "comma-separated variants; ':causal' gives one a causal mask, ':name=value' an option "
                                   "of its own (e.g. reformer:causal:rounds=4); bp-transformer runs N tokens plus "
                                   "their span nodes");
-  auto& min_log = cli.add_int("min-log2", 9, "shortest sequence: 2^min-log2");
-  auto& max_log = cli.add_int("max-log2", 16, "longest sequence: 2^max-log2");
-  auto& softmax_max = cli.add_int("softmax-max-log2", 13, "softmax only up to 2^this (its N^2 time)");
-  auto& tokens = cli.add_int("tokens", 1 << 14, "token budget: batch = max(1, tokens / N)");
-  auto& fixed_batch = cli.add_int("batch", 0, "fixed batch instead of the token budget (0: use --tokens)");
-  auto& heads = cli.add_int("heads", 8, "heads");
-  auto& dim = cli.add_int("head-dim", 64, "head dimension (queries, keys and values)");
-  auto& reps = cli.add_int("reps", 3, "repetitions per point (the median is reported)");
-  auto& threads = cli.add_int("threads", 2, "threads");
+  auto& min_log = cli.add_int("min-log2", 9, {0, 24}, "shortest sequence: 2^min-log2");
+  auto& max_log = cli.add_int("max-log2", 16, {0, 24}, "longest sequence: 2^max-log2");
+  auto& softmax_max = cli.add_int("softmax-max-log2", 13, {0, 24}, "softmax only up to 2^this (its N^2 time)");
+  auto& tokens = cli.add_int("tokens", 1 << 14, {1, 1 << 30}, "token budget: batch = max(1, tokens / N)");
+  auto& fixed_batch =
+      cli.add_int("batch", 0, {0, 1 << 20}, "fixed batch instead of the token budget (0: use --tokens)");
+  auto& heads = cli.add_int("heads", 8, {1, 1024}, "heads");
+  auto& dim = cli.add_int("head-dim", 64, {1, 1 << 16}, "head dimension (queries, keys and values)");
+  auto& reps = cli.add_int("reps", 3, {1, 1000000}, "repetitions per point (the median is reported)");
+  auto& threads = cli.add_int("threads", 2, {1, 1024}, "threads");
   auto& device_name = cli.add_string("device", "cpu", "'cpu', or 'cuda' (a CUDA=1 build; the variants that dispatch "
                                      "to it: softmax, causal-linear)");
   auto& svg = cli.add_string("svg", "", "also write a log-log plot of time per sample to this SVG file");
   auto& opts = cli.add_list("attn-opt", "an option name=value given to every listed variant (e.g. window=2048)");
   if (!cli.parse(argc, argv, 2)) return 0;
+  ENG_CHECK(min_log <= max_log, "bench attention: --min-log2 ", min_log, " is above --max-log2 ", max_log,
+            ": no sequence length to measure");
   set_num_threads(int(threads));
   ENG_CHECK(device_name == "cpu" || device_name == "cuda", "bench attention: --device expects 'cpu' or 'cuda', got '",
             device_name, "'");

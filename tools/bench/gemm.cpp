@@ -73,12 +73,13 @@ double best_time(const std::function<void()>& fn, double budget) {
 
 int bench_gemm(int argc, char** argv) {
   Cli cli("bench gemm", "GFLOP/s of the f32 GEMM, optionally beside OpenBLAS on the same operands.");
-  auto& threads = cli.add_int("threads", 2, "cpu: threads (ours and OpenBLAS)");
+  auto& threads = cli.add_int("threads", 2, {1, 1024}, "cpu: threads (ours and OpenBLAS)");
   auto& vs = cli.add_string("vs", "", "'openblas' (cpu) or 'cublas' (cuda) to time that library too, pair by pair");
   auto& device = cli.add_string("device", "cpu", "'cpu', or 'cuda' for the GPU kernels (a CUDA=1 build)");
-  auto& reps = cli.add_int("reps", 10, "cuda: queued calls per timed run");
-  auto& rounds = cli.add_int("rounds", 5, "alternating rounds per shape; the best of each side counts");
-  auto& budget = cli.add_double("budget", 0.2, "cpu: seconds of calls per side per round");
+  auto& reps = cli.add_int("reps", 10, {1, 1 << 20}, "cuda: queued calls per timed run");
+  auto& rounds = cli.add_int("rounds", 5, {1, 1 << 20}, "alternating rounds per shape; the best of each side counts");
+  auto& budget = cli.add_double("budget", 0.2, RealRange::closed(0, 3600), "cpu: seconds of calls per side per round "
+                                "(at least 3 calls)");
   if (!cli.parse(argc, argv, 2)) return 0;
   ENG_CHECK(device == "cpu" || device == "cuda", "bench gemm: --device expects 'cpu' or 'cuda', got '", device, "'");
   if (device == "cuda") return bench_gemm_cuda(vs, rounds, reps);

@@ -23,6 +23,7 @@
 #include "engine/cli.h"
 #include "engine/cuda.h"
 #include "engine/error.h"
+#include "engine/parse_number.h"
 #include "engine/threadpool.h"
 #include "models/transformer.h"
 #include "ops/reduce.h"
@@ -109,26 +110,28 @@ Timing generate_naive(const LanguageModel& model, int64_t batch, int64_t tokens,
   return r;
 }
 
-std::vector<int64_t> parse_list(const std::string& s) {
+std::vector<int64_t> parse_sizes(const std::string& s) {
   std::vector<int64_t> out;
   std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(std::stoll(item));
-  ENG_CHECK(!out.empty(), "bench generate: empty list '", s, "'");
+  for (std::string item; std::getline(ss, item, ',');)
+    out.push_back(parse_int(item, {1, 1 << 20}, "bench generate: --tokens"));
+  ENG_CHECK(!out.empty(), "bench generate: --tokens is empty");
   return out;
 }
 
 int bench_generate(int argc, char** argv) {
   Cli cli("bench generate", "Generation speed: naive softmax, stateful softmax and the linear RNN form.");
-  auto& tokens_list = cli.add_string("tokens", "784,3072", "image sizes in pixels (784 = 28x28, 3072 = 32x32x3)");
-  auto& layers = cli.add_int("layers", 8, "layers");
-  auto& d_model = cli.add_int("d-model", 256, "model width (FFN 4 x d_model)");
-  auto& heads = cli.add_int("heads", 8, "heads");
-  auto& batch = cli.add_int("batch", 32, "images in flight for the throughput rows");
+  auto& tokens_list = cli.add_string("tokens", "784,3072", "comma-separated image sizes in pixels, each in "
+                                     "1..1048576 (784 = 28x28, 3072 = 32x32x3)");
+  auto& layers = cli.add_int("layers", 8, {1, 1024}, "layers");
+  auto& d_model = cli.add_int("d-model", 256, {1, 1 << 16}, "model width (FFN 4 x d_model)");
+  auto& heads = cli.add_int("heads", 8, {1, 1024}, "heads");
+  auto& batch = cli.add_int("batch", 32, {1, 1 << 16}, "images in flight for the throughput rows");
   auto& modes = cli.add_string("modes", "naive,stateful,linear", "generators to time: naive, stateful, linear, lsh-1, lsh-4");
   auto& naive_full = cli.add_bool("naive-full", false, "run the naive generator in full instead of estimating it");
-  auto& naive_samples = cli.add_int("naive-samples", 8, "prefix lengths timed for the naive estimate");
-  auto& threads = cli.add_int("threads", 2, "threads");
+  // Two at least: the estimate integrates between timed lengths.
+  auto& naive_samples = cli.add_int("naive-samples", 8, {2, 1 << 16}, "prefix lengths timed for the naive estimate");
+  auto& threads = cli.add_int("threads", 2, {1, 1024}, "threads");
   auto& device_name = cli.add_string("device", "cpu", "'cpu', or 'cuda' for the models on the GPU (a CUDA=1 build; "
                                      "naive, stateful and linear)");
   if (!cli.parse(argc, argv, 2)) return 0;
@@ -138,13 +141,14 @@ int bench_generate(int argc, char** argv) {
   const Device device = device_name == "cuda" ? Device::CUDA : Device::CPU;
   ENG_CHECK(device == Device::CPU || cuda::device_count() > 0, "bench generate --device cuda: ",
             cuda::unavailable_reason());
-  const std::vector<int64_t> sizes = parse_list(tokens_list);
+  const std::vector<int64_t> sizes = parse_sizes(tokens_list);
   const int64_t longest = *std::max_element(sizes.begin(), sizes.end());
   std::stringstream listed(modes);
   std::string mode;
   while (std::getline(listed, mode, ','))
     ENG_CHECK(mode == "naive" || mode == "stateful" || mode == "linear" || mode == "lsh-1" || mode == "lsh-4",
               "bench generate: --modes takes naive, stateful, linear, lsh-1 and lsh-4, got '", mode, "'");
+  ENG_CHECK(!modes.empty(), "bench generate: --modes is empty: name at least one generator");
   auto has = [&](const std::string& m) { return ("," + modes + ",").find("," + m + ",") != std::string::npos; };
   ENG_CHECK(device == Device::CPU || (!has("lsh-1") && !has("lsh-4")),
             "bench generate --device cuda: reformer does not run on cuda yet; drop lsh-1 and lsh-4 from --modes");

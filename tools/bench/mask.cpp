@@ -18,29 +18,35 @@ namespace {
 
 enum Colour : uint8_t { kSkipped, kMasked, kAllowed, kGap };
 const std::vector<uint8_t> kPalette = {255, 255, 255, 200, 218, 242, 24, 52, 120, 150, 150, 150};
+// The widest and tallest picture drawn: 16384^2 pixels take 256 MiB here and 64 MiB of PNG (two bits each in
+// stored, uncompressed blocks), and the walk below costs heads x n^2.
+constexpr int64_t kMaxSide = 16384;
 
 int bench_mask(int argc, char** argv) {
   Cli cli("bench mask", "Renders a sparse attention pattern's mask (as its kernel runs it) to a PNG.");
   auto& name = cli.add_string("attention", "bigbird", "the sparse variant");
-  auto& n = cli.add_int("n", 256, "sequence length");
-  auto& heads = cli.add_int("heads", 2, "heads of the model (per-head patterns draw one panel per head)");
+  auto& n = cli.add_int("n", 256, {1, kMaxSide}, "sequence length");
+  auto& heads = cli.add_int("heads", 2, {1, 1024}, "heads of the model (per-head patterns draw one panel per head)");
   auto& causal = cli.add_bool("causal", false, "the causal form");
   auto& opts = cli.add_list("attn-opt", "a variant option name=value");
-  auto& pixel = cli.add_int("pixel", 0, "pixels per position (0: as many as fit 512 pixels)");
+  auto& pixel = cli.add_int("pixel", 0, {0, kMaxSide}, "pixels per position (0: as many as fit 512 pixels)");
   auto& png = cli.add_string("png", "", "the PNG file to write");
   if (!cli.parse(argc, argv, 2)) return 0;
   ENG_CHECK(!png.empty(), "bench mask: --png is required");
-  ENG_CHECK(n >= 1 && heads >= 1, "bench mask: --n and --heads must be >= 1, got ", n, " and ", heads);
   AttentionConfig c;
   c.heads = heads;
   c.causal = causal;
   for (const std::string& kv : opts) c.options.set_pair(kv, "bench mask");
+  const int64_t px = pixel > 0 ? pixel : std::max<int64_t>(1, 512 / n), side = n * px, gap = 8;
+  ENG_CHECK(side <= kMaxSide, "bench mask: --n ", n, " x --pixel ", px, " is ", side, " pixels a side, over the ",
+            kMaxSide, " this tool draws; lower --n or --pixel");
   auto attn = make_attention(name, c);
   auto* sparse = dynamic_cast<SparseAttention*>(attn.get());
   ENG_CHECK(sparse, "bench mask: attention '", name, "' is not a position-based sparse pattern");
   const auto L = sparse->layout(heads, n, n, 0, causal);
-  const int64_t px = pixel > 0 ? pixel : std::max<int64_t>(1, 512 / n), side = n * px, gap = 8;
-  const int64_t width = L->heads * side + (L->heads - 1) * gap;
+  const int64_t width = L->heads * side + (L->heads - 1) * gap;  // the distinct head patterns side by side
+  ENG_CHECK(width <= kMaxSide, "bench mask: ", L->heads, " panels of ", side, " pixels make a picture ", width,
+            " pixels wide, over the ", kMaxSide, " this tool draws; lower --n, --pixel or --heads");
   Picture picture;
   picture.width = width;
   picture.height = side;

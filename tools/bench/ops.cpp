@@ -147,21 +147,19 @@ int bench_ops(int argc, char** argv) {
   std::string names;
   for (const Kernel& k : all) names += (names.empty() ? "" : ",") + std::string(k.name);
   Cli cli("bench ops", "GB/s of the memory-bound ops (f32, [rows, cols]) beside memcpy in the same run.");
-  auto& rows = cli.add_int("rows", 16384, "rows of every operand");
-  auto& cols = cli.add_int("cols", 1024, "columns (the softmax / norm / cross-entropy axis)");
-  auto& threads = cli.add_int("threads", 2, "threads");
-  auto& reps = cli.add_int("reps", 5, "timed calls per kernel, after one warm-up; the fastest counts");
+  auto& rows = cli.add_int("rows", 16384, {1, 1 << 24}, "rows of every operand");
+  auto& cols = cli.add_int("cols", 1024, {1, 1 << 24}, "columns (the softmax / norm / cross-entropy axis)");
+  auto& threads = cli.add_int("threads", 2, {1, 1024}, "threads");
+  auto& reps = cli.add_int("reps", 5, {1, 1000000}, "timed calls per kernel, after one warm-up; the fastest counts");
   auto& which = cli.add_string("kernels", "all", "'all' or a comma-separated subset of: " + names);
   if (!cli.parse(argc, argv, 2)) return 0;
-  ENG_CHECK(rows > 0 && cols > 0, "bench ops: --rows and --cols must be positive, got ", rows, " x ", cols);
-  ENG_CHECK(threads > 0, "bench ops: --threads must be positive, got ", threads);
-  ENG_CHECK(reps > 0, "bench ops: --reps must be positive, got ", reps);
   std::vector<const Kernel*> chosen;
   for (const std::string& name : split_commas(which == "all" ? names : which)) {
     auto it = std::find_if(all.begin(), all.end(), [&](const Kernel& k) { return name == k.name; });
     ENG_CHECK(it != all.end(), "bench ops: unknown kernel '", name, "' in --kernels (known: ", names, ")");
     chosen.push_back(&*it);
   }
+  ENG_CHECK(!chosen.empty(), "bench ops: --kernels names no kernel (known: ", names, ")");
   set_num_threads(int(threads));
   const int64_t n = rows * cols;
   std::printf("bench ops: f32 [%lld, %lld], %.1f MiB per tensor, %d threads, vec kernels: %s (ENG_CPU can lower "

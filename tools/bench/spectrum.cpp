@@ -16,6 +16,8 @@
 #include "engine/autograd.h"
 #include "engine/cli.h"
 #include "engine/error.h"
+#include "engine/parse_number.h"
+#include "engine/safe_text.h"
 #include "engine/safetensors.h"
 #include "models/checkpoint.h"
 #include "models/transformer.h"
@@ -58,11 +60,10 @@ int run(int argc, char** argv) {
   Cli cli("bench spectrum", "Singular values of a trained model's attention maps (Linformer's Figure 1).");
   auto& path = cli.add_string("checkpoint", "", "a decoder-only copy or text checkpoint trained with softmax attention");
   auto& data = cli.add_string("data", "", "text checkpoints: the corpus the model was trained on");
-  auto& sequences = cli.add_int("sequences", 8, "held-out copy sequences (of the longest length) to analyse");
+  auto& sequences = cli.add_int("sequences", 8, {1, 4096}, "held-out sequences (of the longest length) to analyse");
   auto& svg = cli.add_string("svg", "", "also plot the cumulative spectra to this SVG file");
   if (!cli.parse(argc, argv, 2)) return 0;
   ENG_CHECK(!path.empty(), "bench spectrum: --checkpoint is required");
-  ENG_CHECK(sequences >= 1, "bench spectrum: --sequences must be >= 1");
 
   std::map<std::string, std::string> config;
   const auto meta = load_safetensors(path).metadata;
@@ -72,10 +73,18 @@ int run(int argc, char** argv) {
   ENG_CHECK((task_name == "copy" || task_name == "text") && config["attention"] == "softmax" &&
                 config["attention_options"].empty(),
             "bench spectrum: ", path, " is not a copy or text checkpoint with plain softmax attention (task '",
-            config["task"], "', attention '", config["attention"], "', options '", config["attention_options"], "')");
-  const int64_t symbols = std::stoll(config["symbols"]);
+            terminal_text(task_name), "', attention '", terminal_text(config["attention"]), "', options '",
+            terminal_text(config["attention_options"]), "')");
+  const int64_t symbols = task_name == "copy" ? parse_int(config["symbols"], IntRange::at_least(1),
+                                                          "bench spectrum: " + path + ": config.symbols")
+                                              : 0;
   for (const char* task_key : {"task", "symbols", "fixed_length"}) config.erase(task_key);
-  TransformerConfig c = TransformerConfig::from_map(config);
+  TransformerConfig c;
+  try {
+    c = TransformerConfig::from_map(config);
+  } catch (const Error& e) {
+    fail("bench spectrum: ", path, ": ", terminal_text(e.what()));
+  }
   c.attention = "spectrum-probe";
   LanguageModel model(c);
   load_checkpoint(path, model, nullptr);

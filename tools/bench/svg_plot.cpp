@@ -2,11 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <fstream>
+#include <cstdint>
 #include <sstream>
 
 #include "engine/error.h"
+#include "engine/file_io.h"
+#include "engine/safe_text.h"
 
 namespace eng::bench {
 
@@ -23,7 +24,10 @@ struct Axis {
       lo = std::floor(std::log10(min)), hi = std::max(lo + 1, std::ceil(std::log10(max))), step = 1;
       return;
     }
-    if (max <= min) max = min + 1;
+    // A flat or nearly flat range is widened until its ticks differ at double precision (1e17 and 1e17 + 16
+    // would otherwise have a step below the spacing of doubles there).
+    const double least = std::max(std::abs(min), std::abs(max)) * 1e-9;
+    if (max - min <= least) max = min + std::max(1.0, least);
     const double raw = (max - min) / 5, mag = std::pow(10, std::floor(std::log10(raw)));
     step = raw / mag < 1.5 ? mag : raw / mag < 3.5 ? 2 * mag : raw / mag < 7.5 ? 5 * mag : 10 * mag;
     lo = std::floor(min / step) * step, hi = std::ceil(max / step) * step;
@@ -32,7 +36,9 @@ struct Axis {
   bool plottable(double v) const { return !log || v > 0; }
   std::vector<std::pair<double, std::string>> ticks() const {
     std::vector<std::pair<double, std::string>> t;
-    for (double e = lo; e <= hi + step / 2; e += step) {
+    const int64_t n = std::llround((hi - lo) / step);
+    for (int64_t i = 0; i <= n; ++i) {
+      const double e = lo + double(i) * step;
       std::ostringstream s;
       if (log)
         s << "1e" << e;
@@ -57,6 +63,8 @@ void write_svg_plot(const std::string& path, const std::string& title, const std
         y0 = std::min(y0, s.y[i]), y1 = std::max(y1, s.y[i]);
       }
   ENG_CHECK(x0 <= x1, "svg plot '", path, "': no points to plot");
+  ENG_CHECK(std::isfinite(x1 - x0) && std::isfinite(y1 - y0), "svg plot '", path, "': the values span [", x0, ", ",
+            x1, "] x [", y0, ", ", y1, "], wider than a double can hold");
   const Axis ax(axes.log_x, x0, x1), ay(axes.log_y, y0, y1);
   const double W = 640, H = 420, L = 70, R = 160, T = 40, B = 50;
   auto px = [&](double x) { return L + ax.at(x) * (W - L - R); };
@@ -65,16 +73,17 @@ void write_svg_plot(const std::string& path, const std::string& title, const std
   std::ostringstream o;
   o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H << "' font-family='sans-serif' "
     << "font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n";
-  o << "<text x='" << W / 2 << "' y='22' text-anchor='middle' font-size='14'>" << title << "</text>\n";
+  o << "<text x='" << W / 2 << "' y='22' text-anchor='middle' font-size='14'>" << xml_text(title) << "</text>\n";
   for (const auto& [v, label] : ax.ticks())
     o << "<line x1='" << px(v) << "' y1='" << T << "' x2='" << px(v) << "' y2='" << H - B << "' stroke='#ddd'/><text x='"
       << px(v) << "' y='" << H - B + 16 << "' text-anchor='middle'>" << label << "</text>\n";
   for (const auto& [v, label] : ay.ticks())
     o << "<line x1='" << L << "' y1='" << py(v) << "' x2='" << W - R << "' y2='" << py(v) << "' stroke='#ddd'/><text x='"
       << L - 6 << "' y='" << py(v) + 4 << "' text-anchor='end'>" << label << "</text>\n";
-  o << "<text x='" << (L + W - R) / 2 << "' y='" << H - 12 << "' text-anchor='middle'>" << x_label << "</text>\n";
-  o << "<text transform='translate(16," << (T + H - B) / 2 << ") rotate(-90)' text-anchor='middle'>" << y_label
+  o << "<text x='" << (L + W - R) / 2 << "' y='" << H - 12 << "' text-anchor='middle'>" << xml_text(x_label)
     << "</text>\n";
+  o << "<text transform='translate(16," << (T + H - B) / 2 << ") rotate(-90)' text-anchor='middle'>"
+    << xml_text(y_label) << "</text>\n";
   for (size_t s = 0; s < series.size(); ++s) {
     const char* c = colors[s % 8];
     const Series& se = series[s];
@@ -86,16 +95,12 @@ void write_svg_plot(const std::string& path, const std::string& title, const std
       for (size_t i = 0; i < se.x.size(); ++i)
         if (keep(se.x[i], se.y[i]))
           o << "<circle cx='" << px(se.x[i]) << "' cy='" << py(se.y[i]) << "' r='3' fill='" << c << "'/>\n";
-    o << "<text x='" << W - R + 10 << "' y='" << T + 16 * (s + 1) << "' fill='" << c << "'>" << se.name << "</text>\n";
+    o << "<text x='" << W - R + 10 << "' y='" << T + 16 * (s + 1) << "' fill='" << c << "'>" << xml_text(se.name)
+      << "</text>\n";
   }
   o << "</svg>\n";
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f << o.str();
-    ENG_CHECK(f.good(), "svg plot: cannot write '", tmp, "'");
-  }
-  ENG_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "svg plot: cannot rename '", tmp, "' to '", path, "'");
+  const std::string text = o.str();
+  write_file_atomic(path, std::vector<uint8_t>(text.begin(), text.end()), "svg plot");
 }
 
 }  // namespace eng::bench

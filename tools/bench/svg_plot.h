@@ -15,7 +15,9 @@ struct Axes {
   bool log_x = true, log_y = true;
 };
 
-// Writes the plot to `path` atomically (temporary file, then rename); throws naming the file on failure.
+// Writes the plot to `path` atomically (engine/file_io.h's write_file_atomic); throws naming the file on failure.
+// The title, the labels and the series' names may come from file names and flags: they are written as text,
+// escaped (engine/safe_text.h's xml_text), never as markup.
 void write_svg_plot(const std::string& path, const std::string& title, const std::string& x_label,
                     const std::string& y_label, const std::vector<Series>& series, Axes axes);
 

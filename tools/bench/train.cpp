@@ -1,8 +1,9 @@
-// bench train: tokens/s of a training step of the reference model (anchors: ../shared/anchors.md):
+// bench train: tokens/s of a training step of the reference model:
 //   4-layer decoder-only, d_model 256, 8 heads, FFN 1024, vocab 256, batch 16 x 256, Adam.
 // With --vs-torch it also runs the same step in PyTorch (tools/reference/train_step_torch.py, which needs
 // python3-torch; nothing else in the build does) right after ours, and prints the ratio.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -31,7 +32,10 @@ double torch_tokens_per_s(const std::string& python, const std::vector<int64_t>&
     std::fclose(f);
     cmd += std::string(" LD_PRELOAD=") + jemalloc + " MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1,thp:always,metadata_thp:auto";
   }
-  cmd += " " + python + " tools/reference/train_step_torch.py";
+  // Single-quoted for the shell, so that a --python path with spaces or quotes is one word, not commands.
+  std::string quoted = "'";
+  for (char c : python) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  cmd += " " + quoted + "' tools/reference/train_step_torch.py";
   for (int64_t a : args) cmd += " " + std::to_string(a);
   FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
   ENG_CHECK(pipe, "bench train --vs-torch: cannot run '", cmd, "'");
@@ -42,21 +46,24 @@ double torch_tokens_per_s(const std::string& python, const std::vector<int64_t>&
   const size_t at = out.rfind("\"tokens_per_s\": ");
   ENG_CHECK(status == 0 && at != std::string::npos, "bench train --vs-torch: '", cmd,
             "' failed (run it from the repository root, with python3-torch installed); it printed:\n", out);
-  return std::strtod(out.c_str() + at + 16, nullptr);
+  const double tokens_per_s = std::strtod(out.c_str() + at + 16, nullptr);
+  ENG_CHECK(std::isfinite(tokens_per_s) && tokens_per_s > 0, "bench train --vs-torch: '", cmd,
+            "' reported no positive tokens_per_s; it printed:\n", out);
+  return tokens_per_s;
 }
 
 int bench_train(int argc, char** argv) {
   Cli cli("bench train", "Times training steps of a decoder-only transformer on random tokens.");
-  auto& layers = cli.add_int("layers", 4, "layers");
-  auto& d_model = cli.add_int("d-model", 256, "model width");
-  auto& heads = cli.add_int("heads", 8, "heads");
-  auto& d_ff = cli.add_int("d-ff", 1024, "feed-forward width");
-  auto& vocab = cli.add_int("vocab", 256, "vocabulary");
-  auto& batch = cli.add_int("batch", 16, "sequences per step");
-  auto& seq = cli.add_int("seq-len", 256, "tokens per sequence");
+  auto& layers = cli.add_int("layers", 4, {1, 1024}, "layers");
+  auto& d_model = cli.add_int("d-model", 256, {1, 1 << 16}, "model width");
+  auto& heads = cli.add_int("heads", 8, {1, 1024}, "heads");
+  auto& d_ff = cli.add_int("d-ff", 1024, {1, 1 << 18}, "feed-forward width");
+  auto& vocab = cli.add_int("vocab", 256, {2, 1 << 24}, "vocabulary");
+  auto& batch = cli.add_int("batch", 16, {1, 1 << 16}, "sequences per step");
+  auto& seq = cli.add_int("seq-len", 256, {1, 1 << 20}, "tokens per sequence");
   auto& attention = cli.add_string("attention", "softmax", "attention variant");
-  auto& steps = cli.add_int("steps", 5, "timed steps (after 2 warm-up steps)");
-  auto& threads = cli.add_int("threads", 2, "threads");
+  auto& steps = cli.add_int("steps", 5, {1, 1000000}, "timed steps (after 2 warm-up steps)");
+  auto& threads = cli.add_int("threads", 2, {1, 1024}, "threads");
   auto& vs_torch = cli.add_bool("vs-torch", false, "also time PyTorch on the same model (needs python3-torch)");
   auto& python = cli.add_string("python", "/usr/bin/python3", "the Python with torch, for --vs-torch");
   if (!cli.parse(argc, argv, 2)) return 0;
@@ -97,11 +104,7 @@ int bench_train(int argc, char** argv) {
               (long long)batch, (long long)seq, attention.c_str(), num_threads());
   std::printf("  %lld parameters, %.3f s/step, %.0f tokens/s, peak memory %.1f MiB\n",
               (long long)model.num_parameters(), s, tps, double(allocator::stats().peak_bytes) / (1 << 20));
-  if (!vs_torch) {
-    std::printf("  for comparison, not measured here: PyTorch 1.13 tuned, same model and batch, 2 threads, on a "
-                "Zen 5: 5780 tokens/s (../shared/anchors.md; --vs-torch measures it on this machine)\n");
-    return 0;
-  }
+  if (!vs_torch) return 0;
   const double torch_tps = torch_tokens_per_s(python, {layers, d_model, heads, d_ff, vocab, batch, seq,
                                                        int64_t(num_threads()), steps});
   std::printf("  PyTorch, same model, batch, steps and threads, measured just after: %.0f tokens/s\n", torch_tps);

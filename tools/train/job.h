@@ -41,6 +41,9 @@ class Job {
   virtual std::string loss_in_units(double) const { return ""; }
   // A last evaluation after training (e.g. on the test split), computed without gradients.
   virtual std::string final_report(int64_t) { return ""; }
+  // Throws when the data cannot serve a run with micro-batches of `batch` to its end (a split too short for a
+  // window, or for `batch` streams): called before the first step, so that no run trains and then fails.
+  virtual void check_data(int64_t) const {}
   // Whether run() fills StepResult::edits and labels (the CSV log then has a label_error_rate column).
   virtual bool decodes_labels() const { return false; }
 };

@@ -74,6 +74,11 @@ class TextJob : public Job {
       : corpus_(path), len_(len), model_(c, true) {}
   Module& model() override { return model_; }
   Rng& model_rng() override { return model_.rng(); }
+  void check_data(int64_t batch) const override {
+    corpus_.check_windows(len_);
+    if (model_.config().mem_len == 0) return;
+    for (TextSplit s : {TextSplit::Train, TextSplit::Test}) corpus_.num_stream_segments(s, batch, len_);
+  }
   StepResult run(int64_t batch, Rng& data) override {
     if (model_.config().mem_len > 0 && model_.training()) {  // Transformer-XL: the next segment of every stream
       const int64_t segments = corpus_.num_stream_segments(TextSplit::Train, batch, len_);

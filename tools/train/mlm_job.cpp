@@ -46,6 +46,7 @@ class MaskedTextJob : public Job {
       : corpus_(path), len_(len), model_(c, false) {}
   Module& model() override { return model_; }
   Rng& model_rng() override { return model_.rng(); }
+  void check_data(int64_t) const override { corpus_.check_windows(len_); }
   StepResult run(int64_t batch, Rng& data) override {
     const LMBatch w = corpus_.sample(model_.training() ? TextSplit::Train : TextSplit::Valid, batch, len_, data);
     return score(mask_bytes(w, data));
