@@ -91,8 +91,7 @@ void Json::push_back(Json value) {
 
 // ---- UTF-8 ----
 
-// Length of the well-formed UTF-8 sequence starting at s[i], or 0 if it is not well-formed.
-static size_t utf8_seq_len(std::string_view s, size_t i) {
+size_t utf8_seq_len(std::string_view s, size_t i) {
   auto b = [&](size_t k) { return i + k < s.size() ? uint8_t(s[i + k]) : 0; };
   auto cont = [&](size_t k) { return (b(k) & 0xC0) == 0x80; };
   uint8_t c = b(0);

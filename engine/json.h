@@ -87,5 +87,7 @@ const char* json_type_name(Json::Type t);  // "null", "a boolean", "an integer",
 
 // Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code points above U+10FFFF).
 bool valid_utf8(std::string_view s);
+// The length of the well-formed UTF-8 sequence starting at s[i], or 0 where none starts.
+size_t utf8_seq_len(std::string_view s, size_t i);
 
 }  // namespace eng

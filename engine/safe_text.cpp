@@ -3,28 +3,19 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "engine/json.h"
+
 namespace eng {
 
 namespace {
 
-// The length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlong forms, no surrogates, nothing
+// The length of the well-formed UTF-8 sequence at s[i] (engine/json.h: no overlong forms, no surrogates, nothing
 // above U+10FFFF) and its code point; 0 when the byte there does not start one.
 size_t utf8_at(const std::string& s, size_t i, uint32_t& cp) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char b = byte(i);
-  if (b < 0x80) {
-    cp = b;
-    return 1;
-  }
-  const size_t n = b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  cp = b & (0x7F >> n);
-  for (size_t k = 1; k < n; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-    cp = cp << 6 | (byte(i + k) & 0x3F);
-  }
-  const uint32_t smallest[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < smallest[n] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) return 0;
+  const size_t n = utf8_seq_len(s, i);
+  if (n == 0) return 0;
+  cp = static_cast<unsigned char>(s[i]) & (n == 1 ? 0x7F : 0x7F >> n);
+  for (size_t k = 1; k < n; ++k) cp = cp << 6 | (static_cast<unsigned char>(s[i + k]) & 0x3F);
   return n;
 }
 
