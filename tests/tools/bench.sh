@@ -113,5 +113,7 @@ out=$(timeout 10 "${runner[@]}" "$build/bench" curves --svg "$dir/flat.svg" "$di
 [ $rc -eq 0 ] && grep -q "</svg>" "$dir/flat.svg"; check "bench curves plots steps one double apart" $?
 refused curves "$dir/flat.csv" -- "error: bench curves: --svg OUT.svg is required"; check "bench curves without --svg" $?
 
-# Nothing the tools print or say points outside the repository.
-! grep -rnE "\.\./shared|anchors\.md" "$(dirname "${BASH_SOURCE[0]}")/../../tools"; check "tools/ refers to nothing outside the repository" $?
+# Nothing the project prints or documents points outside the repository (a clone has no ../shared).
+top="$(dirname "${BASH_SOURCE[0]}")/../.."
+! grep -rnE "\.\./shared|anchors\.md" "$top"/{tools,engine,ops,models,datasets,docs,README.md,Makefile,.ci}
+check "code and docs refer to nothing outside the repository" $?
