@@ -134,15 +134,23 @@ void AtomicFile::fail_errno(const char* what) const {
   fail(who_, ": ", path_, ": ", what, " ", tmp_, ": ", std::strerror(e));
 }
 
-void AtomicFile::write(const void* data, size_t n) {
+bool write_fully(int fd, const void* data, size_t n) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
-    const ssize_t k = ::write(fd_, p, n);
+    const ssize_t k = ::write(fd, p, n);
     if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) fail_errno("cannot write");
+    if (k <= 0) {
+      if (k == 0) errno = EIO;
+      return false;
+    }
     p += k;
     n -= size_t(k);
   }
+  return true;
+}
+
+void AtomicFile::write(const void* data, size_t n) {
+  if (!write_fully(fd_, data, n)) fail_errno("cannot write");
 }
 
 void AtomicFile::commit() {

@@ -62,6 +62,10 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+// Writes all n bytes to `fd`, retrying short writes and EINTR. False on an error, with errno saying which (EIO
+// for a write that moved nothing).
+bool write_fully(int fd, const void* data, size_t n);
+
 void write_file_atomic(const std::string& path, const std::vector<uint8_t>& bytes, const std::string& who);
 
 // Removes the temporary files of AtomicFile writers of `path` that were killed mid-write: those whose process

@@ -73,15 +73,8 @@ CsvLog::~CsvLog() {
 void CsvLog::row(const std::string& fields) { write_all(fields + "\n"); }
 
 void CsvLog::write_all(const std::string& text) {
-  const char* p = text.data();
-  size_t n = text.size();
-  while (n > 0) {
-    const ssize_t k = ::write(fd_, p, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) fail("train: cannot write the log ", path_, ": ", k < 0 ? std::strerror(errno) : "nothing written");
-    p += k;
-    n -= size_t(k);
-  }
+  if (!write_fully(fd_, text.data(), text.size()))
+    fail("train: cannot write the log ", path_, ": ", std::strerror(errno));
 }
 
 }  // namespace eng::jobs
