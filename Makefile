@@ -184,7 +184,7 @@ data:
 # Fuzzing (clang's libFuzzer, under AddressSanitizer + UBSan): one binary per target of tests/fuzz/targets.h,
 # each run for FUZZ_SECONDS from the committed seeds. New corpus entries stay in build-fuzz/corpus/; a crash
 # leaves its input in build-fuzz/crashes/, to be committed under tests/fuzz/regressions/<target>/ with the fix.
-FUZZ_TARGETS := safetensors idx cifar10 text gunzip cli
+FUZZ_TARGETS := safetensors idx cifar10 text gunzip cli tokenizer_json gpt2_vocab tokenizer_bin tokenize
 FUZZ_SECONDS ?= 60
 FUZZ_CXX ?= clang++
 FUZZ_DIR := build-fuzz

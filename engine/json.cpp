@@ -78,6 +78,14 @@ const Json* Json::find(std::string_view key) const {
   return nullptr;
 }
 
+Json Json::object(Object members) {
+  std::unordered_set<std::string_view> keys;
+  for (const auto& [k, v] : members) ENG_CHECK(keys.insert(k).second, "json: duplicate key \"", k, "\"");
+  Json j = object();
+  j.object_ = std::move(members);
+  return j;
+}
+
 void Json::set(std::string key, Json value) {
   expect_type(*this, Type::Object);
   ENG_CHECK(find(key) == nullptr, "json: duplicate key \"", key, "\"");

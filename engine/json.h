@@ -32,6 +32,8 @@ class Json {
   Json(I v) : type_(Type::Int), int_(checked_int(v)) {}
   static Json array(Array items = {});
   static Json object();
+  // An object of these members, in order; a repeated key throws (checked with a hash set: vocabularies are big).
+  static Json object(Object members);
 
   Type type() const { return type_; }
   bool is_null() const { return type_ == Type::Null; }

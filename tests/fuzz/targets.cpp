@@ -3,11 +3,14 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 
+#include "datasets/bpe_trainer.h"
 #include "datasets/cifar10.h"
 #include "datasets/idx.h"
 #include "datasets/inflate.h"
 #include "datasets/text.h"
+#include "datasets/tokenizer_io.h"
 #include "engine/cli.h"
 #include "engine/error.h"
 #include "engine/safetensors.h"
@@ -35,6 +38,15 @@ int expect_result_or_error(F read) {
   } catch (const Error&) {
   }
   return 0;
+}
+
+// What a tokenizer that was read must do with any text: encode it, decode it back, and decode every id.
+void exercise(Tokenizer& tok, const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  if (tok.decode(tok.encode(text)) != text) std::abort();  // a lossy round trip is a bug, not a refusal
+  std::vector<int32_t> all;
+  for (int32_t id = 0; id < tok.vocab_size() && id < 4096; ++id) all.push_back(id);
+  (void)tok.decode(all, true);
 }
 
 }  // namespace
@@ -119,9 +131,48 @@ int cli(const uint8_t* data, size_t size) {
   });
 }
 
+int tokenizer_json(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  return expect_result_or_error([&] {
+    Tokenizer tok = parse_tokenizer_json(text, "fuzz");
+    exercise(tok, data, std::min<size_t>(size, 256));
+  });
+}
+
+int gpt2_vocab(const uint8_t* data, size_t size) {
+  const std::string_view all(reinterpret_cast<const char*>(data), size);
+  const size_t cut = std::min(all.find('\0'), all.size());
+  return expect_result_or_error([&] {
+    Tokenizer tok = parse_gpt2_files(all.substr(0, cut), all.substr(std::min(cut + 1, all.size())), "fuzz");
+    exercise(tok, data, std::min<size_t>(size, 256));
+  });
+}
+
+int tokenizer_bin(const uint8_t* data, size_t size) {
+  const std::vector<uint8_t> file(data, data + size);
+  return expect_result_or_error([&] {
+    Tokenizer tok = parse_llama2c(file, "fuzz");
+    exercise(tok, data, std::min<size_t>(size, 256));
+  });
+}
+
+int tokenize(const uint8_t* data, size_t size) {
+  static const std::string corpus = "the cat sat on the mat; the cat's hat. \xc3\x9c""ber die Katze, \xe6\x97\xa5\xe6\x9c\xac. ";
+  static Tokenizer byte_level = train_bpe({corpus, corpus}, BpeTrainOptions{TokenizerKind::ByteLevel, 300, 1, 1});
+  static Tokenizer sentencepiece =
+      train_bpe({corpus, corpus}, BpeTrainOptions{TokenizerKind::SentencePiece, 330, 1, 1});
+  exercise(byte_level, data, size);
+  exercise(sentencepiece, data, size);
+  std::vector<int32_t> ids;  // the input read as ids, most of them outside the vocabulary
+  for (size_t i = 0; i + 1 < size; i += 2) ids.push_back(int32_t(data[i] | data[i + 1] << 8) - 16);
+  return expect_result_or_error([&] { (void)byte_level.decode(ids, true); });
+}
+
 const std::vector<Target>& targets() {
-  static const std::vector<Target> all{{"safetensors", safetensors}, {"idx", idx},       {"cifar10", cifar10},
-                                       {"text", text},               {"gunzip", gunzip}, {"cli", cli}};
+  static const std::vector<Target> all{
+      {"safetensors", safetensors}, {"idx", idx},     {"cifar10", cifar10},     {"text", text},
+      {"gunzip", gunzip},           {"cli", cli},     {"tokenizer_json", tokenizer_json},
+      {"gpt2_vocab", gpt2_vocab},   {"tokenizer_bin", tokenizer_bin},           {"tokenize", tokenize}};
   return all;
 }
 

@@ -16,6 +16,10 @@ int cifar10(const uint8_t* data, size_t size);      // a CIFAR-10 binary batch
 int text(const uint8_t* data, size_t size);         // a byte-level text corpus, then batches from it
 int gunzip(const uint8_t* data, size_t size);       // gzip / zlib / raw DEFLATE streams, in memory
 int cli(const uint8_t* data, size_t size);          // the command-line parser and --attn-opt pairs; '\0' splits
+int tokenizer_json(const uint8_t* data, size_t size);  // a tokenizer.json, then encoding and decoding with it
+int gpt2_vocab(const uint8_t* data, size_t size);      // vocab.json '\0' merges.txt
+int tokenizer_bin(const uint8_t* data, size_t size);   // llama2.c's tokenizer.bin
+int tokenize(const uint8_t* data, size_t size);        // any bytes: encode then decode gives them back (both kinds)
 
 struct Target {
   const char* name;
