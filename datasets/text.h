@@ -1,7 +1,10 @@
-// A byte-level text corpus: any file, read as bytes (vocabulary 256, no tokenizer), split in order into
-// train / validation / test. The rule is one formula: valid = test = floor(n / 20) bytes at the end,
-// train the rest (90% / 5% / 5%); on enwik8's 100,000,000 bytes that is exactly its standard split
-// (90M / 5M / 5M, Mahoney's Hutter-prize file as the literature uses it).
+// A text corpus: any file, read as bytes (vocabulary 256) or, given a tokenizer (datasets/tokenizer.h), as its
+// tokens; split in order into train / validation / test. The rule is one formula on bytes: valid = test =
+// floor(n / 20) bytes at the end, train the rest (90% / 5% / 5%); on enwik8's 100,000,000 bytes that is exactly its
+// standard split (90M / 5M / 5M, Mahoney's Hutter-prize file as the literature uses it). With a tokenizer each split's
+// bytes are encoded on their own, so the held-out text is the same bytes whatever the tokenizer, and bits per byte
+// (total nats / ln 2 / the bytes the predicted tokens stand for: target_bytes()) compare across tokenizers.
+// Windows, streams and sizes below count units: bytes, or tokens with a tokenizer.
 //
 // Training batches are seeded random windows; evaluation walks consecutive windows so that bits per
 // character cover the whole split (less the final partial window). For a model with a memory of earlier
@@ -12,6 +15,7 @@
 #include <vector>
 
 #include "datasets/copy_task.h"
+#include "datasets/tokenizer.h"
 
 namespace eng {
 
@@ -25,8 +29,14 @@ TextSplitSizes text_split_sizes(int64_t n);
 
 class TextCorpus {
  public:
-  explicit TextCorpus(const std::string& path);
+  // `tokenizer` (may be null: bytes) is used only here, to encode the splits.
+  explicit TextCorpus(const std::string& path, Tokenizer* tokenizer = nullptr);
   static constexpr int64_t kVocab = 256;
+  int64_t vocab() const { return vocab_; }
+  bool tokenized() const { return !ids_.empty(); }
+  int64_t split_bytes(TextSplit s) const;
+  // The bytes that the targets of `b` stand for (one per target without a tokenizer).
+  int64_t target_bytes(const LMBatch& b) const;
 
   const std::string& path() const { return path_; }
   // Throws, naming the file and the split, unless every split holds a window of `len` + 1 bytes: checked before
@@ -53,10 +63,16 @@ class TextCorpus {
   int64_t begin(TextSplit s) const;
   int64_t end(TextSplit s) const;
   void check_len(TextSplit s, int64_t len) const;
+  int64_t unit(int64_t i) const { return ids_.empty() ? int64_t(bytes_[size_t(i)]) : int64_t(ids_[size_t(i)]); }
+  const char* units() const { return ids_.empty() ? "bytes" : "tokens"; }
 
   std::string path_;
-  std::vector<uint8_t> bytes_;
-  TextSplitSizes sizes_;
+  std::vector<uint8_t> bytes_;  // without a tokenizer
+  std::vector<int32_t> ids_;    // with one: the three splits' tokens, in order
+  std::vector<int32_t> token_bytes_;  // with one: the bytes each token stands for
+  int64_t vocab_ = kVocab;
+  TextSplitSizes sizes_;        // in units
+  TextSplitSizes byte_sizes_;
 };
 
 }  // namespace eng

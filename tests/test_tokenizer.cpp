@@ -1,7 +1,7 @@
 // References: GPT-2's pre-tokenisation regular expression as Python's `regex` module splits the strings below (the
 // expected lists were printed by it; tools/reference/bpe_reference.py holds the pattern); GPT-2's bpe() loop,
 // rewritten here over ids (merge every occurrence of the lowest-ranked pair, repeat) against BpeMerges' heap;
-// small training runs worked out by hand.
+// small training runs worked out by hand; the text corpus's tokens against encoding its splits directly.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -12,9 +12,11 @@
 #include "datasets/bpe_trainer.h"
 #include "datasets/byte_unicode.h"
 #include "datasets/pretokenize.h"
+#include "datasets/text.h"
 #include "datasets/tokenizer.h"
 #include "datasets/unicode_class.h"
 #include "engine/error.h"
+#include "tests/temp_files.h"
 
 using namespace eng;
 
@@ -265,5 +267,36 @@ TEST_CASE("BPE trainer: counts, tie-breaking and the vocabulary layout, worked b
   CHECK(sp.bytes(263) == " a");
   CHECK_THROWS_WITH_AS(train_bpe({"x"}, BpeTrainOptions{TokenizerKind::ByteLevel, 200, 2, 1}),
                        "tokenizer train: a vocabulary of 200 is smaller than the 257 tokens the byte-level base needs",
+                       Error);
+}
+
+TEST_CASE("text corpus with a tokenizer: the byte split, each split encoded alone, windows of tokens, target bytes") {
+  Tokenizer tok = trained(TokenizerKind::ByteLevel, 400);
+  std::string text;
+  for (int i = 0; i < 20; ++i) text += kTrainText;
+  test::TempDir dir;
+  test::write_file(dir.file("c.txt"), std::vector<uint8_t>(text.begin(), text.end()));
+  TextCorpus bytes(dir.file("c.txt"));
+  TextCorpus tokens(dir.file("c.txt"), &tok);
+  CHECK_FALSE(bytes.tokenized());
+  CHECK(tokens.tokenized());
+  CHECK(tokens.vocab() == tok.vocab_size());
+  const TextSplitSizes b = text_split_sizes(int64_t(text.size()));
+  CHECK(tokens.split_bytes(TextSplit::Valid) == b.valid);
+  const std::string valid = text.substr(size_t(b.train), size_t(b.valid));
+  CHECK(tokens.size(TextSplit::Valid) == int64_t(tok.encode(valid).size()));
+  CHECK(tokens.size(TextSplit::Train) < bytes.size(TextSplit::Train) / 2);
+  // Consecutive windows of the validation split: their targets are its tokens from the second on.
+  const int64_t len = 8, n = tokens.num_windows(TextSplit::Valid, len);
+  const LMBatch w = tokens.windows(TextSplit::Valid, 0, n, len);
+  std::vector<int32_t> targets;
+  for (int64_t i = 0; i < w.targets.numel(); ++i) targets.push_back(int32_t(w.targets.data<int64_t>()[i]));
+  const std::vector<int32_t> all = tok.encode(valid);
+  CHECK(targets == std::vector<int32_t>(all.begin() + 1, all.begin() + 1 + n * len));
+  CHECK(tokens.target_bytes(w) == int64_t(tok.decode(targets).size()));
+  CHECK(bytes.target_bytes(bytes.windows(TextSplit::Valid, 0, 2, len)) == 2 * len);
+  CHECK_THROWS_WITH_AS(tokens.windows(TextSplit::Valid, 0, n + 1, len),
+                       ("text: " + dir.file("c.txt") + ": windows [0, " + std::to_string(n + 1) + ") of 8 tokens are "
+                        "outside the " + std::to_string(n) + " of the valid split").c_str(),
                        Error);
 }
