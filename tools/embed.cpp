@@ -38,7 +38,7 @@ TransformerConfig model_config(const std::string& path) {
   std::map<std::string, std::string> config;
   for (const auto& [key, value] : load_safetensors(path).metadata)
     if (key.rfind("config.", 0) == 0 && key != "config.task" && key != "config.symbols" &&
-        key != "config.fixed_length")
+        key != "config.fixed_length" && key != "config.tokenizer")
       config[key.substr(7)] = value;
   ENG_CHECK(!config.empty(), "embed: ", path, " has no config.* metadata: not a checkpoint written by train");
   auto encoder = config.find("encoder_layers");

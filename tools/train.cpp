@@ -15,6 +15,7 @@
 #include "datasets/mnist.h"
 #include "datasets/pixel_task.h"
 #include "datasets/text.h"
+#include "datasets/tokenizer_io.h"
 #include "engine/allocator.h"
 #include "engine/anomaly.h"
 #include "engine/autograd.h"
@@ -29,6 +30,7 @@
 #include "models/transformer.h"
 #include "ops/binary.h"
 #include "tools/train/csv_log.h"
+#include "tools/train/init_weights.h"
 #include "tools/train/job.h"
 #include "tools/train/memory_estimate.h"
 #include "tools/train/run_files.h"
@@ -152,6 +154,8 @@ int run(int argc, char** argv) {
   cli.add_positionals("TASK", "copy, reverse, sort, text, mlm, pixels, ctc or classify (or --task)", 1);
   auto& task_name = cli.add_string("task", "copy", "copy, reverse, sort, text, mlm, pixels, ctc or classify (or the "
                                    "first argument)");
+  auto& tokenizer_path = cli.add_string("tokenizer", "", "text: train on the tokens of this BPE tokenizer (tokenizer.json, "
+                                        "vocab.json or llama2.c's tokenizer.bin; docs/tokenizers.md) instead of bytes");
   auto& data_path = cli.add_string("data", "", "text, mlm: the corpus file (any bytes; split 90/5/5 in order); pixels, "
                                    "classify: an MNIST directory (default: the installed Fashion-MNIST)");
   auto& test_images = cli.add_int("test-images", 10000, {1, 10000000}, "pixels, classify: test images scored at the end (bits/dim, "
@@ -214,6 +218,8 @@ int run(int argc, char** argv) {
   auto& ckpt_every = cli.add_int("checkpoint-every", 500, {0, int64_t(1) << 48}, "steps between checkpoints (0: only "
                                  "at the end)");
   auto& resume = cli.add_string("resume", "", "checkpoint to resume from (same flags, same threads: identical run)");
+  auto& init = cli.add_string("init", "", "checkpoint whose model weights start the run (fine-tuning: the same model "
+                              "and tokenizer; the optimizer and the step start afresh)");
   auto& target = cli.add_double("target-accuracy", 0.0, RealRange::closed(0, 1), "stop once evaluation accuracy reaches this (0: off; ctc: "
                                  "the utterances decoded exactly)");
   auto& on_nan = cli.add_string("on-nan", "stop", "a NaN/Inf loss or gradient: stop (exit 1, checkpoint kept) or "
@@ -267,13 +273,15 @@ int run(int argc, char** argv) {
       {"symbols", seq},
       {"fixed-length", seq}, {"encoder-layers", {"reverse", "sort"}}, {"phonemes", ctc}, {"features", ctc},
       {"noise", ctc}, {"min-labels", ctc}, {"max-labels", ctc}, {"min-duration", ctc}, {"max-duration", ctc},
-      {"test-utterances", ctc}, {"mem-len", {"text"}}};
+      {"test-utterances", ctc}, {"mem-len", {"text"}}, {"tokenizer", {"text"}}};
   for (const auto& [flag, readers_of] : readers)
     ENG_CHECK(!cli.was_set(flag) || std::find(readers_of.begin(), readers_of.end(), task_name) != readers_of.end(),
               "train: --", flag, " is for ", task_list(readers_of), ", not '", task_name, "'");
   // The files first, before any data is loaded: a run that cannot write its results stops now, not after training.
   const RunFiles files({{"checkpoint", ckpt}, {"log", log_path}, {"samples", samples}},
-                       {{"data", data_path}, {"resume", resume}});
+                       {{"data", data_path}, {"resume", resume}, {"init", init}, {"tokenizer", tokenizer_path}});
+  ENG_CHECK(init.empty() || resume.empty(), "train: --init starts a new run from a checkpoint's weights, --resume "
+            "continues one: give one of them");
 
   // Keys of the task (beyond the model's) that a checkpoint must match on resume.
   std::map<std::string, std::string> task_config;
@@ -302,14 +310,19 @@ int run(int argc, char** argv) {
   } else if (task_name == "text") {
     ENG_CHECK(!data_path.empty(), "train: task text needs --data FILE (any text file; docs/datasets.md says where to "
               "get enwik8)");
-    c.vocab = TextCorpus::kVocab;
+    std::shared_ptr<Tokenizer> tokenizer;
+    if (!tokenizer_path.empty()) {
+      tokenizer = std::make_shared<Tokenizer>(load_tokenizer(tokenizer_path));
+      task_config["tokenizer"] = tokenizer_json(*tokenizer);  // sampling from the checkpoint decodes with it
+    }
+    c.vocab = tokenizer ? tokenizer->vocab_size() : TextCorpus::kVocab;
     c.decoder_layers = layers;
     c.encoder_layers = 0;
     c.max_len = seq_len;
     c.mem_len = mem_len;
     ENG_CHECK(mem_len == 0 || resume.empty(), "train: --resume with --mem-len is not supported (the memory and the "
               "position in the streams are not in the checkpoint)");
-    make_job = [&] { return make_text_job(c, data_path, seq_len); };
+    make_job = [&, tokenizer] { return make_text_job(c, data_path, seq_len, tokenizer); };
   } else if (task_name == "mlm") {
     ENG_CHECK(!data_path.empty(), "train: task mlm needs --data FILE (any text file; docs/datasets.md says where to "
               "get enwik8)");
@@ -393,6 +406,12 @@ int run(int argc, char** argv) {
 
   Rng data(uint64_t(seed) * 7919 + 17);
   int64_t start = 0;
+  if (!init.empty()) {
+    std::map<std::string, std::string> weights_config = c.to_map();
+    if (task_config.count("tokenizer")) weights_config["tokenizer"] = task_config["tokenizer"];
+    init_weights(init, job->model(), weights_config);
+    std::printf("model weights from %s\n", init.c_str());
+  }
   if (!resume.empty()) {
     auto meta = load_checkpoint(resume, job->model(), optimizer.get());
     check_checkpoint_config(resume, meta, config);

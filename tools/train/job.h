@@ -12,6 +12,7 @@
 #include "datasets/ctc_task.h"
 #include "datasets/image_dataset.h"
 #include "datasets/seq2seq_tasks.h"
+#include "datasets/tokenizer.h"
 #include "engine/rng.h"
 #include "models/module.h"
 #include "models/transformer.h"
@@ -57,10 +58,12 @@ Tensor token_loss(const Tensor& logits, const Tensor& targets);
 StepResult score_logits(const LanguageModel& model, const Tensor& logits, const LMBatch& b);
 
 std::unique_ptr<Job> make_copy_job(const TransformerConfig& c, const CopyTask& task);
-// Character-level LM on the file at `path` (datasets/text.h), windows of `len` bytes. With c.mem_len > 0
-// (Transformer-XL), training reads `batch` consecutive streams of segments with the memory carried over, and the
-// test split is scored both ways: consecutive segments with the memory, and windows without it.
-std::unique_ptr<Job> make_text_job(const TransformerConfig& c, const std::string& path, int64_t len);
+// LM on the file at `path` (datasets/text.h), windows of `len` bytes or, with a tokenizer (may be null), tokens
+// (c.vocab must be its vocabulary); bits per byte reported for tokens. With c.mem_len > 0 (Transformer-XL),
+// training reads `batch` consecutive streams of segments with the memory carried over, and the test split is scored
+// both ways: consecutive segments with the memory, and windows without it.
+std::unique_ptr<Job> make_text_job(const TransformerConfig& c, const std::string& path, int64_t len,
+                                   std::shared_ptr<Tokenizer> tokenizer = nullptr);
 // Autoregressive pixels; bits/dim on the first `test_images` test images at the end, and a PNG of samples at
 // `samples` unless it is empty.
 // Masked character LM (BERT's objective on bytes; mlm_job.cpp) on the file at `path`: a bidirectional model,

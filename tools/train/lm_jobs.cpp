@@ -1,4 +1,4 @@
-// The decoder-only jobs: the copy task, character-level text, and autoregressive pixels.
+// The decoder-only jobs: the copy task, text (bytes or tokens), and autoregressive pixels.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -9,6 +9,7 @@
 #include "datasets/text.h"
 #include "engine/autograd.h"
 #include "engine/error.h"
+#include "engine/safe_text.h"
 #include "models/xl_memory.h"
 #include "ops/dmol.h"
 #include "ops/index.h"
@@ -65,13 +66,19 @@ class CopyJob : public Job {
   LanguageModel model_;
 };
 
-// Character-level language modelling on any text file (datasets/text.h: bytes, vocabulary 256, 90/5/5 split):
-// training on random windows of the train split; evaluation on fixed random windows of the validation split in
-// bits per character, with a sample continued by the recurrent form; at the end, every window of the test split.
+// Language modelling on any text file (datasets/text.h: 90/5/5 split on bytes), on its bytes (vocabulary 256) or,
+// with a tokenizer, on its tokens: training on random windows of the train split; evaluation on fixed random
+// windows of the validation split, with a sample continued by the recurrent form; at the end, every window of the
+// test split in bits per character (bytes) or bits per byte and per token (tokens: total nats / ln 2 / the bytes
+// the predicted tokens stand for, so that tokenizers compare).
 class TextJob : public Job {
  public:
-  TextJob(const TransformerConfig& c, const std::string& path, int64_t len)
-      : corpus_(path), len_(len), model_(c, true) {}
+  TextJob(const TransformerConfig& c, const std::string& path, int64_t len, std::shared_ptr<Tokenizer> tokenizer)
+      : tokenizer_(std::move(tokenizer)), corpus_(path, tokenizer_.get()), len_(len), model_(c, true) {
+    ENG_CHECK(c.vocab == corpus_.vocab(), "train text: the model's vocabulary ", c.vocab, " is not the corpus's ",
+              corpus_.vocab());
+    bytes_per_token_ = double(corpus_.split_bytes(TextSplit::Valid)) / double(corpus_.size(TextSplit::Valid));
+  }
   Module& model() override { return model_; }
   Rng& model_rng() override { return model_.rng(); }
   void check_data(int64_t batch) const override {
@@ -83,64 +90,80 @@ class TextJob : public Job {
     if (model_.config().mem_len > 0 && model_.training()) {  // Transformer-XL: the next segment of every stream
       const int64_t segments = corpus_.num_stream_segments(TextSplit::Train, batch, len_);
       ENG_CHECK(segments > 0, "train text: the training split is too short for ", batch, " streams of ", len_,
-                "-byte segments");
+                "-unit segments");
       if (segment_ % segments == 0) memory_ = model_.new_memory();  // a new pass over the streams
       const LMBatch b = corpus_.stream_segment(TextSplit::Train, batch, len_, segment_++ % segments);
       return score_logits(model_, model_.forward(b.inputs, memory_), b);
     }
     return score(corpus_.sample(model_.training() ? TextSplit::Train : TextSplit::Valid, batch, len_, data));
   }
+  // Tokens: bits per byte from the validation split's bytes per token (the windows are drawn from it).
   std::string loss_in_units(double loss) const override {
-    char buf[48];
-    std::snprintf(buf, sizeof buf, " (%.3f bits/char)", loss / std::log(2.0));
+    char buf[80];
+    const double bits = loss / std::log(2.0);
+    if (corpus_.tokenized())
+      std::snprintf(buf, sizeof buf, " (%.3f bits/token, %.3f bits/byte)", bits, bits / bytes_per_token_);
+    else
+      std::snprintf(buf, sizeof buf, " (%.3f bits/char)", bits);
     return buf;
   }
-  // Up to 160 bytes sampled (temperature 1) after a prompt from the validation split (a quarter of the window,
-  // at most 48 bytes), as long as the window allows; non-printing bytes shown as '.'.
+  // Up to 160 bytes (48 tokens) sampled (temperature 1) after a prompt from the validation split (a quarter of the
+  // window, at most 48 units), as long as the window allows; control characters shown as '.'.
   std::string eval_extra(int64_t, Rng& data) override {
     if (!model_.layers.front()->self_attn.mechanism().new_state()) return "";
     const int64_t prompt_len = std::clamp<int64_t>(len_ / 4, 1, 48);
     const LMBatch prompt = corpus_.sample(TextSplit::Valid, 1, prompt_len, data);
     auto state = model_.new_state();
-    std::string text;
+    std::vector<int32_t> units;
     Tensor logits;
     for (int64_t t = 0; t < prompt_len; ++t) {
-      const int64_t byte = int64_t(prompt.inputs.at({0, t}));
-      text += char(byte);
-      logits = model_.step(from_vector(std::vector<double>{double(byte)}, {1}, DType::I64), state);
+      units.push_back(int32_t(prompt.inputs.at({0, t})));
+      logits = model_.step(from_vector(std::vector<double>{double(units.back())}, {1}, DType::I64), state);
     }
-    text += " | ";
-    for (int64_t t = 0; t < 160 && state.length < len_; ++t) {
+    const size_t given = units.size();
+    for (int64_t t = 0; t < (corpus_.tokenized() ? 48 : 160) && state.length < len_; ++t) {
       const std::vector<double> p = to_device(softmax(logits, -1), Device::CPU).to(DType::F64).to_vector();
       double u = data.uniform();
-      int64_t byte = 0;
-      while (byte < int64_t(p.size()) - 1 && u >= p[size_t(byte)]) u -= p[size_t(byte++)];
-      text += char(byte);
-      logits = model_.step(from_vector(std::vector<double>{double(byte)}, {1}, DType::I64), state);
+      int64_t unit = 0;
+      while (unit < int64_t(p.size()) - 1 && u >= p[size_t(unit)]) u -= p[size_t(unit++)];
+      units.push_back(int32_t(unit));
+      logits = model_.step(from_vector(std::vector<double>{double(unit)}, {1}, DType::I64), state);
     }
-    for (char& ch : text)
-      if ((unsigned char)ch < 32 || (unsigned char)ch > 126) ch = '.';
-    return "\n  sample: " + text;
+    const auto text = [&](size_t begin, size_t end) {
+      const std::vector<int32_t> part(units.begin() + int64_t(begin), units.begin() + int64_t(end));
+      std::string s = tokenizer_ ? tokenizer_->decode(part) : std::string(part.begin(), part.end());
+      for (char& ch : s)
+        if ((unsigned char)ch < 32 || ch == 127 || (!tokenizer_ && (unsigned char)ch > 126)) ch = '.';
+      return terminal_text(s);
+    };
+    return "\n  sample: " + text(0, given) + " | " + text(given, units.size());
   }
   std::string final_report(int64_t batch) override {
     NoGradGuard no_grad;
     model_.eval();
     const int64_t windows = corpus_.num_windows(TextSplit::Test, len_);
     double nats = 0;
-    int64_t chars = 0;
+    int64_t units = 0, bytes = 0;
     for (int64_t first = 0; first < windows; first += batch) {
       const int64_t n = std::min(batch, windows - first);
-      nats += score(corpus_.windows(TextSplit::Test, first, n, len_)).loss.item() * double(n * len_);
-      chars += n * len_;
+      const LMBatch b = corpus_.windows(TextSplit::Test, first, n, len_);
+      nats += score(b).loss.item() * double(n * len_);
+      units += n * len_;
+      bytes += corpus_.target_bytes(b);
     }
     std::string with_memory;
     if (model_.config().mem_len > 0) with_memory = "\n" + test_with_memory(batch);
     model_.train();
-    if (chars == 0) return "test split shorter than one window";
-    char buf[128];
-    std::snprintf(buf, sizeof buf, "test: %.4f bits/char over %lld characters (%lld windows%s)",
-                  nats / double(chars) / std::log(2.0), (long long)chars, (long long)windows,
-                  with_memory.empty() ? "" : ", no memory");
+    if (units == 0) return "test split shorter than one window";
+    char buf[160];
+    const double bits = nats / std::log(2.0);
+    if (corpus_.tokenized())
+      std::snprintf(buf, sizeof buf, "test: %.4f bits/byte, %.4f bits/token over %lld tokens = %lld bytes (%lld windows%s)",
+                    bits / double(bytes), bits / double(units), (long long)units, (long long)bytes,
+                    (long long)windows, with_memory.empty() ? "" : ", no memory");
+    else
+      std::snprintf(buf, sizeof buf, "test: %.4f bits/char over %lld characters (%lld windows%s)", bits / double(units),
+                    (long long)units, (long long)windows, with_memory.empty() ? "" : ", no memory");
     return buf + with_memory;
   }
 
@@ -152,20 +175,25 @@ class TextJob : public Job {
     const int64_t segments = corpus_.num_stream_segments(TextSplit::Test, batch, len_);
     XLMemory mem = model_.new_memory();
     double nats = 0;
+    int64_t bytes = 0;
     for (int64_t t = 0; t < segments; ++t) {
       const LMBatch b = corpus_.stream_segment(TextSplit::Test, batch, len_, t);
-      nats += score_logits(model_, model_.forward(b.inputs, mem), b).loss.item();
+      nats += score_logits(model_, model_.forward(b.inputs, mem), b).loss.item() * double(b.targets.numel());
+      bytes += corpus_.target_bytes(b);
     }
     if (segments == 0) return "test with memory: the test split is too short for the streams";
     char buf[160];
-    std::snprintf(buf, sizeof buf, "test with memory: %.4f bits/char over %lld characters (%lld streams, memory %lld)",
-                  nats / double(segments) / std::log(2.0), (long long)(segments * batch * len_), (long long)batch,
-                  (long long)mem.mem_len);
+    std::snprintf(buf, sizeof buf, "test with memory: %.4f bits/%s over %lld %s (%lld streams, memory %lld)",
+                  nats / double(bytes) / std::log(2.0), corpus_.tokenized() ? "byte" : "char",
+                  (long long)(segments * batch * len_), corpus_.tokenized() ? "tokens" : "characters",
+                  (long long)batch, (long long)mem.mem_len);
     return buf;
   }
 
+  std::shared_ptr<Tokenizer> tokenizer_;
   TextCorpus corpus_;
   int64_t len_;
+  double bytes_per_token_ = 1;
   LanguageModel model_;
   XLMemory memory_;
   int64_t segment_ = 0;  // training segments read so far
@@ -290,8 +318,9 @@ std::unique_ptr<Job> make_copy_job(const TransformerConfig& c, const CopyTask& t
   return std::make_unique<CopyJob>(c, task);
 }
 
-std::unique_ptr<Job> make_text_job(const TransformerConfig& c, const std::string& path, int64_t len) {
-  return std::make_unique<TextJob>(c, path, len);
+std::unique_ptr<Job> make_text_job(const TransformerConfig& c, const std::string& path, int64_t len,
+                                   std::shared_ptr<Tokenizer> tokenizer) {
+  return std::make_unique<TextJob>(c, path, len, std::move(tokenizer));
 }
 
 std::unique_ptr<Job> make_pixel_job(const TransformerConfig& c, ImageSplits splits, int64_t test_images,
