@@ -91,7 +91,8 @@ void Tokenizer::encode(std::string_view text, std::vector<int32_t>& out) {
 void Tokenizer::encode_word(std::string_view word, std::vector<int32_t>& out) {
   const bool cacheable = word.size() <= kMaxCachedWord;
   if (cacheable) {
-    const auto it = cache_.find(std::string(word));
+    key_.assign(word.data(), word.size());  // reused: no allocation per lookup
+    const auto it = cache_.find(key_);
     if (it != cache_.end()) {
       out.insert(out.end(), it->second.begin(), it->second.end());
       return;

@@ -80,6 +80,7 @@ class Tokenizer {
   std::array<int32_t, 256> byte_ids_{};
   int32_t bos_ = -1, eos_ = -1;
   std::unordered_map<std::string, std::vector<int32_t>> cache_;  // ByteLevel words already merged
+  std::string key_;                                               // the word being looked up
 };
 
 }  // namespace eng
