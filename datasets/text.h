@@ -14,8 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "datasets/copy_task.h"
+#include "datasets/lm_batch.h"
 #include "datasets/tokenizer.h"
+#include "engine/rng.h"
 
 namespace eng {
 
