@@ -156,7 +156,8 @@ train "${old[@]}" --steps 6 --resume "$dir/old_form.st" --checkpoint "$dir/new_f
   cmp -s "$dir/old_form8.st" "$dir/new_form.st"
 check "resuming through the new form ends bit-identical to resuming the old form" $?
 out=$(train "${old[@]}" --steps 8 --resume "$dir/old_form.st" --fixed-length 2>&1); rc=$?
-[ $rc -eq 1 ] && grep -q "error: checkpoint $dir/old_form.st is for a different model: task.fixed_length = false in the checkpoint, true requested" <<<"$out"
+[ $rc -eq 1 ] && grep -q "error: checkpoint $dir/old_form.st is for a different model: task.fixed_length = false in the \
+checkpoint, true requested" <<<"$out"
 check "an old-form checkpoint of other task flags is refused, naming the key" $?
 out=$(embed "$dir/old_form.st" 1,2,3 3 2>&1); rc=$?
 [ $rc -eq 0 ] && grep -Eq "^[0-6],[0-6],[0-6]$" <<<"$out"; check "embed reads an old-form checkpoint ($out)" $?
