@@ -55,15 +55,22 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name, NamedTensors 
 }
 
 // --device cuda is refused, saying why, unless the run stays on what dispatches to CUDA (docs/cuda.md): a CUDA
-// build with a device, a task marked for CUDA (the character LM) with softmax attention, positions added to the
-// embeddings or none, and Adam or AdamW; no checkpoints yet (they are written from host memory).
+// build with a device, a task marked for CUDA (the character LM), an attention variant that declares a CUDA form
+// (accepts().cuda: softmax's flash kernel, causal-linear's), positions added to the embeddings or none, and Adam or
+// AdamW; no checkpoints yet (they are written from host memory).
 void check_cuda_run(const TaskInfo& task, const TransformerConfig& c, const std::string& optimizer,
                     bool checkpoints) {
   ENG_CHECK(cuda::device_count() > 0, "train: --device cuda: ", cuda::unavailable_reason());
   ENG_CHECK(task.cuda, "train: --device cuda trains ", task_list(task_names([](const TaskInfo& t) { return t.cuda; })),
             " only, not '", task.name, "'");
-  ENG_CHECK(c.attention == "softmax" && c.attention_options.get_string("impl", "auto") != "naive",
-            "train: --device cuda needs --attention softmax (its flash kernel), got '", c.attention, "'");
+  AttentionConfig ac;  // the variant as the model builds it, asked whether its forward has a CUDA form
+  ac.heads = c.heads;
+  ac.head_dim = c.d_model / c.heads;
+  ac.max_len = c.max_len;
+  ac.causal = true;
+  ac.options = c.attention_options;
+  ENG_CHECK(make_attention(c.attention, ac)->accepts().cuda, "train: --device cuda needs an attention variant with a "
+            "CUDA form (docs/cuda.md), got '", c.attention, "'");
   ENG_CHECK(c.positional == PositionalKind::Sinusoidal || c.positional == PositionalKind::Learned ||
                 c.positional == PositionalKind::None,
             "train: --device cuda needs --positional sinusoidal, learned or none, got ", positional_name(c.positional));
