@@ -10,7 +10,7 @@ out=$(train text --data README.md --tokenizer "$tok" --layers 1 --d-model 16 --h
   grep -Eq "^test: [0-9.]+ bits/byte, [0-9.]+ bits/token over [0-9]+ tokens = [0-9]+ bytes \([0-9]+ windows\)$" <<<"$out"
 check "train text --tokenizer: bits per token and per byte on validation and test" $?
 out=$(inspect "$dir/tokens.ckpt" 2>&1)
-grep -q "config.tokenizer" <<<"$out" && grep -Eq "config.vocab.*800" <<<"$out"
+grep -q "task.tokenizer" <<<"$out" && grep -Eq "config.vocab.*800" <<<"$out"
 check "train text --tokenizer: the checkpoint records the tokenizer and its vocabulary" $?
 out=$(train text --data README.md --tokenizer tests/data/tokenizer/trained_sp.json --layers 1 --d-model 16 --heads 2 \
       --seq-len 32 --batch 4 --steps 2 --eval-every 0 --threads 2 2>&1); rc=$?
