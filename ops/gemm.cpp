@@ -1,9 +1,9 @@
 #include "ops/gemm.h"
 
 #include <algorithm>
-#include <new>
 #include <type_traits>
 
+#include "engine/error.h"
 #include "engine/threadpool.h"
 #include "engine/vec_kernels.h"
 #include "ops/gemm_kernels.h"
@@ -30,6 +30,9 @@ void gemm_reference(const GemmArgs<T>& g) {
 namespace {
 
 using gemm_detail::KernelSet;
+using gemm_detail::kSlotA;
+using gemm_detail::kSlotB;
+using gemm_detail::scratch;
 
 constexpr int64_t kMaxTile = 16 * 32;            // largest mr x nr of any kernel set
 constexpr int64_t kSlabElems = int64_t(1) << 22;  // packed B: 16 MiB of f32 at most
@@ -87,28 +90,6 @@ template <>
 const KernelSet<double>& kernels_for<double>(SimdLevel) {
   static const KernelSet<double> portable = portable_kernels<double, 4, 8>();
   return portable;
-}
-
-// Packing buffers live as long as their thread and only grow: the first touch of a fresh page costs
-// ~12 us on these machines, more than packing the page's worth of data.
-enum Slot { kSlotB, kSlotA, kSlots };
-
-template <class T>
-T* scratch(Slot slot, int64_t n) {
-  struct Buf {
-    T* p = nullptr;
-    int64_t cap = 0;
-    ~Buf() { ::operator delete(p, std::align_val_t(64)); }
-  };
-  thread_local Buf bufs[kSlots];
-  Buf& b = bufs[slot];
-  if (n > b.cap) {
-    ::operator delete(b.p, std::align_val_t(64));
-    b.p = nullptr, b.cap = 0;
-    b.p = static_cast<T*>(::operator new(size_t(n) * sizeof(T), std::align_val_t(64)));
-    b.cap = n;
-  }
-  return b.p;
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -350,11 +331,26 @@ void gemm_with(const GemmArgs<T>& g, const KernelSet<T>& ks) {
     gemm_packed(g, ks, work >= kThreadWork);
 }
 
+const gemm_detail::PairKernelSet* pair_kernels_for([[maybe_unused]] SimdLevel level) {
+#if defined(__x86_64__)
+  static const gemm_detail::PairKernelSet avx512bf16 = gemm_detail::avx512bf16_kernels();
+  if (level >= SimdLevel::Avx512Bf16) return &avx512bf16;
+#endif
+  return nullptr;
+}
+
 }  // namespace
 
 template <class T>
 void gemm(const GemmArgs<T>& g, SimdLevel level) {
-  gemm_with(g, kernels_for<T>(std::min(level, simd_level())));
+  level = std::min(level, simd_level());
+  if constexpr (std::is_same_v<T, float>) {
+    if (g.precision == GemmPrecision::Bf16)
+      return gemm_detail::gemm_bf16(g, kernels_for<float>(level), pair_kernels_for(level));
+  } else {
+    ENG_CHECK(g.precision == GemmPrecision::F32, "gemm: a bf16 product takes f32 operands, got f64");
+  }
+  gemm_with(g, kernels_for<T>(level));
 }
 
 template <class T>
