@@ -1,11 +1,14 @@
 #include "ops/matmul.h"
 
+#include <type_traits>
+
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "engine/threadpool.h"
 #include "ops/cuda/dispatch.h"
 #include "ops/gemm.h"
 #include "ops/kernel_util.h"
+#include "ops/mixed_precision.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
 
@@ -15,8 +18,9 @@ ENG_REGISTER_OP("matmul");
 
 namespace {
 
-// Batched product of a [..., M, K] and b [..., K, N], both at least 2-D, batch dims broadcast.
-Tensor batched_matmul(const Tensor& a, const Tensor& b) {
+// Batched product of a [..., M, K] and b [..., K, N], both at least 2-D, batch dims broadcast; f32 products in
+// `precision` (ops/mixed_precision.h).
+Tensor batched_matmul(const Tensor& a, const Tensor& b, GemmPrecision precision) {
   require_cpu(a, "matmul");
   require_cpu(b, "matmul");
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
@@ -57,6 +61,7 @@ Tensor batched_matmul(const Tensor& a, const Tensor& b) {
       g.A = pa + offs_a[size_t(i)], g.a_rs = a_row_stride, g.a_cs = a_cs;
       g.B = pb + offs_b[size_t(i)], g.b_rs = b_rs, g.b_cs = b_cs;
       g.C = pc + i * M * N, g.c_rs = N;
+      if constexpr (std::is_same_v<T, float>) g.precision = precision;
       gemm(g);
     };
     // gemm splits a large product over the threads itself; many items go one per thread instead. The
@@ -90,10 +95,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     return r;
   }
   if (on_cuda(a) || on_cuda(b)) return cuda_op::matmul(a, b);
-  Tensor out = batched_matmul(a, b);
-  return record(out, "matmul", {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g) {
-    Tensor ga = sum_to(batched_matmul(g, transpose(b)), a.shape());
-    Tensor gb = sum_to(batched_matmul(transpose(a), g), b.shape());
+  const GemmPrecision precision = matmul_precision();
+  Tensor out = batched_matmul(a, b, precision);
+  return record(out, "matmul", {a, b}, [a = a.detach(), b = b.detach(), precision](const Tensor& g) {
+    Tensor ga = sum_to(batched_matmul(g, transpose(b), precision), a.shape());
+    Tensor gb = sum_to(batched_matmul(transpose(a), g, precision), b.shape());
     return std::vector<Tensor>{ga, gb};
   });
 }
