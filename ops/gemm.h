@@ -8,7 +8,7 @@
 // element becomes bf16 by bf16_from_f32 (ops/bf16.h: round to nearest even, denormals to signed zero, NaN stays
 // a quiet NaN); the k terms go in pairs (k, k + 1) for even k, with a zero term after an odd K, and each C
 // element is the f32 chain c = (c + a[k+1] b[k+1]) + a[k] b[k] over the pairs in order, starting from C
-// (accumulate) or +0. A product of two bf16 values is exact in f32, so only the additions round (to nearest
+// (accumulate), the bias or +0. A product of two bf16 values is exact in f32, so only the additions round (to nearest
 // even, denormals kept): exactly what vdpbf16ps computes per lane, measured bit for bit on a Zen 5 (Intel's
 // manual has it flush denormal sums to zero, the one case where its CPUs would differ). Every kernel level
 // gives these bits: AVX512_BF16 with vdpbf16ps, the others with their f32 kernels on panels of rounded values
@@ -32,6 +32,10 @@ struct GemmArgs {
   T* C = nullptr;
   int64_t c_rs = 0;            // C[m, n] = C[m * c_rs + n], rows contiguous
   bool accumulate = false;     // C += A·B instead of C = A·B
+  // C = bias + A·B, bias[n] added to every row: the same bits as filling each row of C with the bias and
+  // accumulating. The tile is filled just before its first multiply-add, in cache, so a Linear layer's bias costs
+  // no pass over the output. Not with accumulate.
+  const T* bias = nullptr;
   GemmPrecision precision = GemmPrecision::F32;  // Bf16: f32 operands only (an f64 product refuses it)
 };
 

@@ -18,7 +18,7 @@ void gemm_bf16_reference(const GemmArgs<float>& g) {
   for (int64_t m = 0; m < g.M; ++m)
     for (int64_t n = 0; n < g.N; ++n) {
       float* c = &g.C[m * g.c_rs + n];
-      float acc = g.accumulate ? *c : 0.f;
+      float acc = g.accumulate ? *c : g.bias ? g.bias[n] : 0.f;
       for (int64_t k = 0; k < g.K; k += 2) {
         acc = acc + (k + 1 < g.K ? a(m, k + 1) * b(k + 1, n) : 0.f);
         acc = acc + a(m, k) * b(k, n);
@@ -78,18 +78,22 @@ struct RoundedPath {
   }
 };
 
-// One tile of C whose valid part is rows x cols; an edge tile goes through a padded copy.
+// One tile of C whose valid part is rows x cols; an edge tile goes through a padded copy. With `bias` (the tile's
+// first column of it) and no C to load, the tile starts from the bias rows.
 template <class Path>
 void run_tile(const Path& path, int64_t kc, const typename Path::P* a, const typename Path::P* b, float* c,
-              int64_t ldc, int64_t rows, int64_t cols, bool load_c) {
+              int64_t ldc, int64_t rows, int64_t cols, bool load_c, const float* bias) {
   const int64_t nr = path.nr();
   if (rows == path.mr() && cols == nr) {
-    path.kernel(kc, a, b, c, ldc, load_c);
+    if (bias && !load_c) fill_rows(c, ldc, rows, bias, cols);
+    path.kernel(kc, a, b, c, ldc, load_c || bias);
     return;
   }
   alignas(64) float tmp[kMaxTile] = {};
   if (load_c)
     for (int64_t r = 0; r < rows; ++r) std::copy(c + r * ldc, c + r * ldc + cols, tmp + r * nr);
+  else if (bias)
+    fill_rows(tmp, nr, rows, bias, cols), load_c = true;
   path.kernel(kc, a, b, tmp, nr, load_c);
   for (int64_t r = 0; r < rows; ++r) std::copy(tmp + r * nr, tmp + r * nr + cols, c + r * ldc);
 }
@@ -110,7 +114,7 @@ void job(const GemmArgs<float>& g, const Path& path, const typename Path::P* bp,
       for (int64_t q = qa; q < std::min(q1, qa + q_block); ++q) {
         const int64_t n0 = (p0 + q) * nr;
         run_tile(path, kc, ap + i * depth, bp + q * depth * nr, g.C + (m0 + i) * g.c_rs + n0, g.c_rs,
-                 std::min(mr, rows - i), std::min(nr, g.N - n0), load_c);
+                 std::min(mr, rows - i), std::min(nr, g.N - n0), load_c, g.bias ? g.bias + n0 : nullptr);
       }
 }
 
@@ -153,7 +157,10 @@ void drive(const GemmArgs<float>& g, const Path& path, bool threaded) {
 void gemm_bf16(const GemmArgs<float>& g, const KernelSet<float>& f32, const PairKernelSet* pairs) {
   if (g.M <= 0 || g.N <= 0) return;
   if (g.K <= 0) {
-    if (!g.accumulate)
+    if (g.accumulate) return;
+    if (g.bias)
+      fill_rows(g.C, g.c_rs, g.M, g.bias, g.N);
+    else
       for (int64_t m = 0; m < g.M; ++m) std::fill(g.C + m * g.c_rs, g.C + m * g.c_rs + g.N, 0.f);
     return;
   }

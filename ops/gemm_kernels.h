@@ -61,6 +61,13 @@ struct PairKernelSet {
 // rounded values whose pairs are stored odd element first, so the f32 chain adds the same terms in the same order.
 void gemm_bf16(const GemmArgs<float>& g, const KernelSet<float>& f32, const PairKernelSet* pairs);
 
+// c[r * ldc + j] = bias[j] for r < rows, j < cols: a tile's start when the product has a bias (ops/gemm.h).
+template <class T>
+void fill_rows(T* c, int64_t ldc, int64_t rows, const T* bias, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j) c[r * ldc + j] = bias[j];
+}
+
 // Packing buffers live as long as their thread and only grow: the first touch of a fresh page costs
 // ~12 us on these machines, more than packing the page's worth of data.
 enum Slot { kSlotB, kSlotA, kSlots };
