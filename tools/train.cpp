@@ -28,6 +28,7 @@
 #include "models/checkpoint.h"
 #include "models/transformer.h"
 #include "ops/binary.h"
+#include "ops/mixed_precision.h"
 #include "tools/train/csv_log.h"
 #include "tools/train/job.h"
 #include "tools/train/memory_estimate.h"
@@ -221,6 +222,8 @@ int run(int argc, char** argv) {
   auto& max_memory = cli.add_double("max-memory", 0, RealRange::at_least(0), "GiB the run may hold (0: the memory "
                                     "available when it starts): a run estimated to need more is refused before it "
                                     "starts, an allocation beyond it fails with a message");
+  auto& precision_flag = cli.add_string("precision", "fp32", "fp32, or bf16: mixed precision, bf16 matrix products "
+                                         "accumulated in f32, f32 master weights and checkpoints (ops/mixed_precision.h)");
   auto& anomaly = cli.add_bool("detect-anomaly", false, "check every op's output and gradient, name the first that "
                                "turns non-finite (slower)");
   std::string variants;
@@ -237,6 +240,8 @@ int run(int argc, char** argv) {
   if (threads > 0) set_num_threads(int(threads));
   ENG_CHECK(device == "cpu" || device == "cuda", "train: --device must be cpu or cuda, got '", device, "'");
   ENG_CHECK(on_nan == "stop" || on_nan == "skip", "train: --on-nan must be stop or skip, got '", on_nan, "'");
+  const GemmPrecision precision = parse_precision(precision_flag, "train: --precision");
+  ENG_CHECK(precision == GemmPrecision::F32 || device == "cpu", "train: --precision bf16 runs on the CPU only");
   set_detect_anomaly(anomaly);
 
   TransformerConfig c;
@@ -418,8 +423,9 @@ int run(int argc, char** argv) {
     save_checkpoint(ckpt, job->model(), optimizer.get(), meta);
   };
 
-  std::printf("task %s, %lld parameters, attention %s, %s, %d threads\n", task_name.c_str(),
-              (long long)job->model().num_parameters(), attention.c_str(), opt_name.c_str(), num_threads());
+  std::printf("task %s, %lld parameters, attention %s, %s, %s, %d threads\n", task_name.c_str(),
+              (long long)job->model().num_parameters(), attention.c_str(), opt_name.c_str(), precision_name(precision),
+              num_threads());
   const bool ler = job->decodes_labels();  // the log gets a label_error_rate column
   std::unique_ptr<CsvLog> log;
   if (!log_path.empty())
@@ -440,6 +446,7 @@ int run(int argc, char** argv) {
   Eval last_eval;
   int64_t step = start;
   job->model().train();
+  const PrecisionScope scope(precision);  // training steps and evaluations alike
   while (step < steps) {
     optimizer->set_lr(sched->lr(step));
     optimizer->zero_grad();
