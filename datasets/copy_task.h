@@ -4,17 +4,11 @@
 // and ignore_index elsewhere, so loss and accuracy measure the copy only.
 //   tokens: 0 = padding, 1 = separator, 2 .. symbols + 1 = the symbols
 #pragma once
+#include "datasets/lm_batch.h"
 #include "engine/rng.h"
 #include "engine/tensor.h"
 
 namespace eng {
-
-struct LMBatch {
-  Tensor inputs;   // [B, L] i64
-  Tensor targets;  // [B, L] i64, kIgnore where there is nothing to predict
-};
-
-constexpr int64_t kIgnore = -100;
 
 class CopyTask {
  public:

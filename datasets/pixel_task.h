@@ -6,8 +6,8 @@
 #pragma once
 #include <vector>
 
-#include "datasets/copy_task.h"
 #include "datasets/image_dataset.h"
+#include "datasets/lm_batch.h"
 #include "engine/rng.h"
 
 namespace eng {

@@ -5,7 +5,8 @@
 //   tokens: 0 = padding, 1 = query marker, 2 .. keys + 1 = keys, keys + 2 .. keys + values + 1 = values
 //   row:    k1 v1 k2 v2 ... kn vn ? kq vq 0 ...  (n random in [1, max_pairs], or max_pairs always)
 #pragma once
-#include "datasets/copy_task.h"
+#include "datasets/lm_batch.h"
+#include "engine/rng.h"
 
 namespace eng {
 

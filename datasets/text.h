@@ -11,7 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "datasets/copy_task.h"
+#include "datasets/lm_batch.h"
+#include "engine/rng.h"
 
 namespace eng {
 

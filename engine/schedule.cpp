@@ -1,12 +1,11 @@
 #include "engine/schedule.h"
 
 #include <cctype>
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <map>
 
 #include "engine/error.h"
+#include "engine/parse_number.h"
 
 namespace eng {
 namespace {
@@ -37,24 +36,25 @@ std::vector<std::string> split(const std::string& s, char sep) {
   }
 }
 
-// Whole-string numbers only: "3000" is a step, "1e-4" a rate; signs, spaces and trailing text are not.
+// Whole-string numbers (engine/parse_number.h): "3000" is a step, "1e-4" a rate; signs on a step, spaces and
+// trailing text are not. False lets the caller restate the problem against the whole spec.
 bool parse_steps(const std::string& s, int64_t& out) {
   if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0]))) return false;
-  errno = 0;
-  char* end = nullptr;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  if (errno != 0 || *end != '\0') return false;
-  out = int64_t(v);
-  return true;
+  try {
+    out = parse_int(s, IntRange::at_least(0), "steps");
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 bool parse_rate(const std::string& s, double& out) {
-  if (s.empty() || std::isspace(static_cast<unsigned char>(s[0]))) return false;
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  if (*end != '\0' || !std::isfinite(v)) return false;
-  out = v;
-  return true;
+  try {
+    out = parse_real(s, RealRange{}, "rate");
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 // Builds the schedule, restating a constructor's complaint (say, decreasing milestones) against the spec.

@@ -56,9 +56,8 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadConfig& cfg, Rng& rng)
   register_module("dropout", drop_);
   if (cfg.positional == PositionalKind::Alibi) alibi_ = alibi_slopes(cfg.heads);
   if (cfg.positional == PositionalKind::Relative) {
-    ENG_CHECK(relative_position_supported(cfg.attention), "MultiHeadAttention: positional 'relative' adds its "
-              "position term to the logits as mask.bias, which attention '", cfg.attention, "' does not take "
-              "(softmax, stateful-softmax, talking-heads, synthesizer and gaussian-prior do)");
+    ENG_CHECK(attn_->accepts().bias, "MultiHeadAttention: positional 'relative' adds its position term to the "
+              "logits as mask.bias, which attention '", cfg.attention, "' does not take");
     relative_ = std::make_unique<RelativePosition>(cfg.d_model, cfg.heads, rng);
     register_module("relative", *relative_);
   }
@@ -123,7 +122,7 @@ Tensor MultiHeadAttention::step(const Tensor& x_t, AttentionState& state) const 
   if (relative_) q = add_relative_position(q, state.length + 1, mask);
   // A mechanism whose step keeps a state per K/V group (softmax's KV cache) gets the G groups: its cache is
   // G/H the size of a multi-head one. The others get k and v expanded to H heads.
-  const bool grouped = attn_->grouped_step();
+  const bool grouped = attn_->accepts().grouped_step;
   Tensor o = attn_->step(q, grouped ? k : expand_groups(k), grouped ? v : expand_groups(v), state, mask);
   state.length++;  // mechanisms only absorb k and v; the layer owns the position count
   return finish(o);

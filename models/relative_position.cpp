@@ -1,7 +1,6 @@
 #include "models/relative_position.h"
 
 #include <cmath>
-#include <set>
 #include <vector>
 
 #include "engine/autograd.h"
@@ -45,12 +44,6 @@ Tensor relative_sinusoid(int64_t d_max, int64_t count, int64_t dim, DType dtype)
     }
   }
   return t.to(dtype);
-}
-
-bool relative_position_supported(const std::string& attention) {
-  static const std::set<std::string> names{"softmax", "stateful-softmax", "talking-heads", "synthesizer",
-                                           "gaussian-prior"};
-  return names.count(attention) > 0;
 }
 
 RelativePosition::RelativePosition(int64_t d_model, int64_t heads, Rng& rng)

@@ -9,7 +9,7 @@
 // its own u and v (the paper's code shares them across layers unless --untie_r). Nothing is added to the token
 // embeddings. The multi-head layer hands q + u to the mechanism as its queries and the second term, scaled by
 // 1/sqrt(Dh) like the first, as an additive mask.bias [B, H, Lq, Lk]: any mechanism that adds mask.bias to its
-// logits runs unchanged (relative_position_supported lists them). A mechanism's own `scale` option applies to
+// logits runs unchanged (those whose AttentionAccepts::bias is set). A mechanism's own `scale` option applies to
 // the first term only.
 //
 // The bias is built without a gather. The distances of queries at absolute positions off .. off + Lq - 1 against
@@ -35,10 +35,6 @@ namespace eng {
 // Rows of the sinusoid R for the distances d_max, d_max - 1, ..., d_max - count + 1 (negative ones included):
 // [count, dim], R_d[2i] = sin(d / 10000^(2i/dim)), R_d[2i+1] = cos(...).
 Tensor relative_sinusoid(int64_t d_max, int64_t count, int64_t dim, DType dtype = DType::F32);
-
-// The attention variants that add mask.bias to their logits in forward and step, so that the position term
-// reaches them; tests/test_transformer_xl.cpp proves that every other registered variant refuses a bias.
-bool relative_position_supported(const std::string& attention);
 
 class RelativePosition : public Module {
  public:

@@ -19,14 +19,14 @@ namespace {
 
 // A contiguous tensor seen as rows along one axis: row r = (o, i), with o indexing the dims before the
 // axis and i those after it, starts at o * n * inner + i and steps by `inner` (1 for the last axis).
-struct Rows {
+struct AxisRows {
   int64_t count = 0, n = 0, inner = 1;
   int64_t start(int64_t r) const { return (r / inner) * n * inner + r % inner; }
   int64_t grain() const { return std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)); }
 };
 
-Rows rows_along(const Shape& shape, int64_t axis) {
-  Rows R;
+AxisRows rows_along(const Shape& shape, int64_t axis) {
+  AxisRows R;
   R.n = shape[size_t(axis)];
   int64_t outer = 1;
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -40,7 +40,7 @@ Rows rows_along(const Shape& shape, int64_t axis) {
 // y = softmax(x) or log_softmax(x) row by row. The maximum is taken NaN-first so a NaN anywhere in a
 // row makes the whole row NaN; a row that is entirely -inf gives zeros (softmax) or -inf (log).
 template <bool Log, class T>
-void softmax_forward(const T* x, T* y, const Rows& R) {
+void softmax_forward(const T* x, T* y, const AxisRows& R) {
   const T neg_inf = -std::numeric_limits<T>::infinity();
   parallel_for(0, R.count, R.grain(), [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
@@ -74,7 +74,7 @@ void softmax_forward(const T* x, T* y, const Rows& R) {
 
 // From the saved output y: softmax dx = y * (g - sum(g * y)); log_softmax dx = g - exp(y) * sum(g).
 template <bool Log, class T>
-void softmax_backward(const T* y, const T* g, T* dx, const Rows& R) {
+void softmax_backward(const T* y, const T* g, T* dx, const AxisRows& R) {
   parallel_for(0, R.count, R.grain(), [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const int64_t b = R.start(r), s = R.inner;
@@ -91,14 +91,14 @@ void softmax_backward(const T* y, const T* g, T* dx, const Rows& R) {
 
 // f32 along the last axis: the SIMD row kernels (engine/vec_kernels.h).
 template <bool Log>
-void softmax_forward_f32(const float* x, float* y, const Rows& R) {
+void softmax_forward_f32(const float* x, float* y, const AxisRows& R) {
   const auto row = Log ? vec_kernels().log_softmax_row : vec_kernels().softmax_row;
   parallel_for(0, R.count, R.grain(), [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) row(x + r * R.n, y + r * R.n, R.n);
   });
 }
 template <bool Log>
-void softmax_backward_f32(const float* y, const float* g, float* dx, const Rows& R) {
+void softmax_backward_f32(const float* y, const float* g, float* dx, const AxisRows& R) {
   const auto row = Log ? vec_kernels().log_softmax_backward_row : vec_kernels().softmax_backward_row;
   parallel_for(0, R.count, R.grain(), [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) row(y + r * R.n, g + r * R.n, dx + r * R.n, R.n);
@@ -110,7 +110,7 @@ Tensor softmax_impl(const Tensor& a, int64_t axis, const char* op) {
   const int64_t d = wrap_axis(axis, a.dim(), op);
   if (!is_floating(a.dtype())) fail_not_floating(op);
   if (a.device() == Device::CUDA) return cuda_op::softmax(a, axis, Log);
-  const Rows R = rows_along(a.shape(), d);
+  const AxisRows R = rows_along(a.shape(), d);
   Tensor x = a.detach().contiguous();
   Tensor out = empty(a.shape(), a.dtype());
   const bool vec = a.dtype() == DType::F32 && R.inner == 1;

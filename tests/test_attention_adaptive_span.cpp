@@ -314,25 +314,27 @@ TEST_CASE("adaptive-span: step() == the causal parallel rows at every position, 
   CHECK(cache->start > 0);  // the buffer slid
   CHECK_THROWS_WITH(a->step(narrow(x.q, 2, 0, 1), narrow(x.k, 2, 0, 1), narrow(x.v, 2, 0, 1), *st,
                             make_mask(false, 0, {1, 1})),
-                    "adaptive-span step: keep, bias, ALiBi and key padding are not supported in the recurrent form");
+                    "attention 'adaptive-span' step: key padding has no meaning for one step");
   st->length = 3;
   CHECK_THROWS_WITH(a->step(narrow(x.q, 2, 0, 1), narrow(x.k, 2, 0, 1), narrow(x.v, 2, 0, 1), *st, AttentionMask{}),
-                    "adaptive-span step: state.length is 3 but the cache ends at position 45 (advance length by one "
-                    "after each step)");
+                    "attention 'adaptive-span' step: state.length is 3 but the cache ends at position 45 (advance "
+                    "length by one after each step)");
   AttentionState other;
   CHECK_THROWS_WITH(a->step(narrow(x.q, 2, 0, 1), narrow(x.k, 2, 0, 1), narrow(x.v, 2, 0, 1), other, AttentionMask{}),
-                    "adaptive-span step: the state was not made by this variant's new_state()");
+                    "attention 'adaptive-span' step: the state was not made by this variant's new_state()");
 }
 
 TEST_CASE("adaptive-span: bad options, shapes and masks are refused") {
   const char* who = "attention 'adaptive-span': option ";
   CHECK_THROWS_WITH(make_as({{"max_span", "0"}}),
-                    (std::string(who) + "max_span must be >= 1 (positions), got 0").c_str());
-  CHECK_THROWS_WITH(make_as({{"ramp", "0"}}), (std::string(who) + "ramp must be > 0 (positions), got 0").c_str());
+                    (std::string(who) + "max_span expects an integer >= 1, got '0'").c_str());
+  CHECK_THROWS_WITH(make_as({{"ramp", "0"}}), (std::string(who) + "ramp expects a finite number > 0, got '0'").c_str());
   CHECK_THROWS_WITH(make_as({{"max_span", "8"}, {"init", "9"}}),
-                    (std::string(who) + "init must be in [0, max_span = 8], got 9").c_str());
-  CHECK_THROWS_WITH(make_as({{"penalty", "-1"}}), (std::string(who) + "penalty must be >= 0, got -1").c_str());
-  CHECK_THROWS_WITH(make_as({{"scale", "0"}}), (std::string(who) + "scale must be > 0, got 0").c_str());
+                    (std::string(who) + "init expects a finite number in [0, 8], got '9'").c_str());
+  CHECK_THROWS_WITH(make_as({{"penalty", "-1"}}),
+                    (std::string(who) + "penalty expects a finite number >= 0, got '-1'").c_str());
+  CHECK_THROWS_WITH(make_as({{"scale", "0"}}),
+                    (std::string(who) + "scale expects a finite number > 0, got '0'").c_str());
   CHECK_THROWS_WITH(make_as({{"impl", "flash"}}),
                     (std::string(who) + "impl must be tiled or reference, got 'flash'").c_str());
   CHECK_THROWS_WITH(make_as({{"span", "3"}}), "attention 'adaptive-span': unknown option 'span'");
@@ -340,7 +342,7 @@ TEST_CASE("adaptive-span: bad options, shapes and masks are refused") {
 
   auto a = make_as({});
   const Tensor q = uniform({1, 3, 4, 3}, 1).to(DType::F32);
-  CHECK_THROWS_WITH(a->forward(q, q, q, {}), "adaptive-span attention: built for 2 heads, got q [1, 3, 4, 3]");
+  CHECK_THROWS_WITH(a->forward(q, q, q, {}), "attention 'adaptive-span': built for 2 heads, got q [1, 3, 4, 3]");
 
   const Qkv x = random_qkv(1, 2, 4, 5, 3, 2, 90);
   const Tensor z = from_vector(std::vector<double>{1, 2}, {2}, DType::F64);

@@ -284,8 +284,8 @@ TEST_CASE("aft-simple: step() equals the causal parallel form's rows, bitwise, i
     }
     st->length = 6;  // a caller that forgot to advance
     CHECK_THROWS_WITH(a->step(narrow(q, 2, 0, 1), narrow(k, 2, 0, 1), narrow(v, 2, 0, 1), *st, {}),
-                      "aft-simple step: state.length is 6 but the state holds 7 positions (advance length by one "
-                      "after each step)");
+                      "attention 'aft-simple' step: state.length is 6 but the state holds 7 positions (advance length "
+                      "by one after each step)");
   }
   for (const char* n : {"aft-full", "aft-local", "aft-conv"}) CHECK(make_aft(n)->new_state() == nullptr);
 }
@@ -348,13 +348,15 @@ TEST_CASE("aft: bad options, lengths, shapes and masks are refused with clear er
   CHECK_THROWS_WITH(make_aft("aft-full", {{"window", "3"}}), "attention 'aft-full': unknown option 'window'");
   CHECK_THROWS_WITH(make_aft("aft-conv", {{"factor", "3"}}), "attention 'aft-conv': unknown option 'factor'");
   CHECK_THROWS_WITH(make_aft("aft-local", {{"window", "0"}}),
-                    "attention 'aft-local': option window must be in [1, max_len = 8], got 0");
+                    "attention 'aft-local': option window expects an integer in 1..8, got '0'");
   CHECK_THROWS_WITH(make_aft("aft-local", {{"window", "9"}}),
-                    "attention 'aft-local': option window must be in [1, max_len = 8], got 9");
-  CHECK_THROWS_WITH(make_aft("aft-local", {{"window", "two"}}), "attention option window: expected an integer, got 'two'");
-  CHECK_THROWS_WITH(make_aft("aft-conv", {{"window", "-1"}}), "attention 'aft-conv': option window must be >= 1, got -1");
+                    "attention 'aft-local': option window expects an integer in 1..8, got '9'");
+  CHECK_THROWS_WITH(make_aft("aft-local", {{"window", "two"}}), "attention 'aft-local': option window expects an "
+                                                                "integer in 1..8, got 'two'");
+  CHECK_THROWS_WITH(make_aft("aft-conv", {{"window", "-1"}}), "attention 'aft-conv': option window expects an integer "
+                                                              ">= 1, got '-1'");
   CHECK_THROWS_WITH(make_aft("aft-full", {{"factor", "-2"}}),
-                    "attention 'aft-full': option factor must be >= 1 (or 0 for an unfactorised w), got -2");
+                    "attention 'aft-full': option factor expects an integer >= 0, got '-2'");
   CHECK_THROWS_WITH(make_aft("aft-full", {}, false, 0),
                     "attention 'aft-full': needs AttentionConfig::max_len >= 1 (w is max_len x max_len), got 0");
   CHECK_THROWS_WITH(make_aft("aft-local", {{"window", "2"}}, false, 0),
@@ -368,13 +370,14 @@ TEST_CASE("aft: bad options, lengths, shapes and masks are refused with clear er
 
   const Tensor q = uniform({1, 2, 3, 3}, 120), k = uniform({1, 2, 4, 3}, 121), v = uniform({1, 2, 4, 3}, 122);
   CHECK_THROWS_WITH(make_aft("aft-conv")->forward(q, k, v, {}),
-                    "attention 'aft-conv': a position-indexed w needs as many queries as keys from position 0, got q "
-                    "[1, 2, 3, 3], k [1, 2, 4, 3], query_offset 0");
+                    "attention 'aft-conv': does not take cross-attention (3 queries, 4 keys) (keep, bias and ALiBi act "
+                    "on (query, key) logits, which AFT never forms); it takes: causal, non-causal, key padding");
   AttentionMask causal;
   causal.causal = true;
   CHECK_THROWS_WITH(make_aft("aft-simple")->forward(q, k, v, causal),
-                    "attention 'aft-simple': the causal parallel form needs as many queries as keys from position 0, "
-                    "got q [1, 2, 3, 3], k [1, 2, 4, 3], query_offset 0");
+                    "attention 'aft-simple': does not take causal queries that continue a sequence (query_offset 0, 3 "
+                    "queries, 4 keys; step() continues one) (keep, bias and ALiBi act on (query, key) logits, which "
+                    "AFT never forms); it takes: causal, non-causal, key padding, cross-attention");
   CHECK_THROWS_WITH(make_aft("aft-simple")->forward(q, k, uniform({1, 2, 4, 2}, 123), {}),
                     "attention 'aft-simple': AFT is elementwise over the head dim, so v needs q's head dim, got q "
                     "[1, 2, 3, 3], v [1, 2, 4, 2]");
@@ -383,8 +386,9 @@ TEST_CASE("aft: bad options, lengths, shapes and masks are refused with clear er
                     "attention 'aft-conv': k [1, 3, 4, 3] has 3 heads, the variant was built for 2 (one kernel per "
                     "head)");
 
-  const std::string per_pair = "': keep, bias and ALiBi masks act on (query, key) logits, which AFT never forms; "
-                               "only causal and key_lengths are supported (q [1, 2, 4, 3], k [1, 2, 4, 3])";
+  const std::string why =
+      " (keep, bias and ALiBi act on (query, key) logits, which AFT never forms); it takes: causal, non-causal, key "
+      "padding";
   AttentionMask keep, bias, alibi, lengths;
   keep.keep = ones({4, 4});
   bias.bias = zeros({4, 4}, DType::F64);
@@ -392,18 +396,22 @@ TEST_CASE("aft: bad options, lengths, shapes and masks are refused with clear er
   lengths.key_lengths = std::vector<int64_t>{5};
   for (const auto& var : kVariants) {
     auto a = make_aft(var.name, var.opts);
-    for (const AttentionMask* m : {&keep, &bias, &alibi})
-      CHECK_THROWS_WITH(a->forward(k, k, v, *m), ("attention '" + var.name + per_pair).c_str());
+    const std::string cross = var.name == "aft-simple" ? ", cross-attention" : "";
+    const std::string refused = "attention '" + var.name + "': does not take ";
+    CHECK_THROWS_WITH(a->forward(k, k, v, keep), (refused + "a keep mask" + why + cross).c_str());
+    CHECK_THROWS_WITH(a->forward(k, k, v, bias), (refused + "a bias" + why + cross).c_str());
+    CHECK_THROWS_WITH(a->forward(k, k, v, alibi), (refused + "ALiBi slopes" + why + cross).c_str());
     CHECK_THROWS_WITH(a->forward(k, k, v, lengths),
                       ("attention '" + var.name + "': key_lengths[0] = 5 is outside [0, 4]").c_str());
   }
   auto simple = make_aft("aft-simple", {}, true);
   auto st = simple->new_state();
   CHECK_THROWS_WITH(simple->step(narrow(k, 2, 0, 1), narrow(k, 2, 0, 1), narrow(v, 2, 0, 1), *st, keep),
-                    "aft-simple step: keep, bias, ALiBi and key padding have no meaning for one step");
+                    "attention 'aft-simple' step: does not take a keep mask (keep, bias and ALiBi act on (query, key) "
+                    "logits, which AFT never forms); it takes: causal, non-causal, key padding, cross-attention");
   CHECK_THROWS_WITH(simple->step(k, k, v, *st, {}),
-                    "aft-simple step: takes one position with v of q's shape, got q [1, 2, 4, 3], k [1, 2, 4, 3], v "
-                    "[1, 2, 4, 3]");
+                    "attention 'aft-simple' step: q, k and v must be one position [B, H, 1, D], got q [1, 2, 4, 3], k "
+                    "[1, 2, 4, 3], v [1, 2, 4, 3]");
   CHECK_THROWS_WITH(make_aft("aft-full")->step(k, k, v, *st, {}),
                     "attention 'aft-full': no recurrent form (step) for this variant");
 }

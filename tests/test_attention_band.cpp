@@ -29,13 +29,13 @@ TEST_CASE("band: peak memory at N = 16384 below an N x N buffer") {
 
 TEST_CASE("band: options and errors") {
   CHECK_THROWS_WITH(make_sparse_variant({"band", {{"window", "-1"}}, 2, 0, false}),
-                    "attention 'band': option window must be >= 0, got -1");
+                    "attention 'band': option window expects an integer >= 0, got '-1'");
   CHECK_THROWS_WITH(make_sparse_variant({"band", {{"block", "0"}}, 2, 0, false}),
-                    "attention 'band': option block must be >= 1, got 0");
+                    "attention 'band': option block expects an integer in 1..256, got '0'");
   CHECK_THROWS_WITH(make_sparse_variant({"band", {{"block", "300"}}, 2, 0, false}),
-                    "attention 'band': option block must be <= 256, got 300");
+                    "attention 'band': option block expects an integer in 1..256, got '300'");
   CHECK_THROWS_WITH(make_sparse_variant({"band", {{"scale", "0"}}, 2, 0, false}),
-                    "attention 'band': option scale must be > 0, got 0");
+                    "attention 'band': option scale expects a finite number > 0, got '0'");
   CHECK_THROWS_WITH(make_sparse_variant({"band", {{"stride", "4"}}, 2, 0, false}),
                     "attention 'band': unknown option 'stride'");
   auto attn = make_sparse_variant({"band", {}, 1, 0, false});
@@ -47,5 +47,6 @@ TEST_CASE("band: options and errors") {
   AttentionMask keep;
   keep.keep = ones({5, 5});
   CHECK_THROWS_WITH(attn->forward(x, x, x, keep),
-                    "attention 'band': dense keep and bias masks are not supported (the pattern is the mask)");
+                    "attention 'band': does not take a keep mask (the pattern is the mask); it takes: causal, "
+                    "non-causal, key padding, ALiBi, query offset, cross-attention");
 }

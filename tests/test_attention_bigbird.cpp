@@ -35,7 +35,7 @@ TEST_CASE("bigbird: peak memory at N = 16384 below an N x N buffer") {
 
 TEST_CASE("bigbird: options and errors") {
   CHECK_THROWS_WITH(make_sparse_variant({"bigbird", {{"random_blocks", "-1"}}, 2, 0, false}),
-                    "attention 'bigbird': option random_blocks must be >= 0, got -1");
+                    "attention 'bigbird': option random_blocks expects an integer in 0..65536, got '-1'");
   CHECK_THROWS_WITH(make_sparse_variant({"bigbird", {{"globals", "-1"}}, 2, 0, false}),
-                    "attention 'bigbird': option globals must be >= 0, got -1");
+                    "attention 'bigbird': option globals expects an integer >= 0, got '-1'");
 }

@@ -60,5 +60,5 @@ TEST_CASE("bp-transformer: a length that is no tokens-plus-nodes layout is an er
                     "attention 'bp-transformer': 42 positions are not T tokens followed by their span nodes (20 tokens "
                     "make 41 positions, 21 make 44)");
   CHECK_THROWS_WITH(make_sparse_variant({"bp-transformer", {{"window", "-1"}}, 1, 0, false}),
-                    "attention 'bp-transformer': option window must be >= 0, got -1");
+                    "attention 'bp-transformer': option window expects an integer >= 0, got '-1'");
 }

@@ -208,12 +208,13 @@ TEST_CASE("clustered: bad options, causal, keep, bias, ALiBi and bad shapes are 
     cfg.options = AttentionOptions(opts);
     return make_attention("clustered", cfg);
   };
-  CHECK_THROWS_WITH(bad({{"clusters", "0"}}), "attention 'clustered': option clusters must be >= 1, got 0");
-  CHECK_THROWS_WITH(bad({{"iterations", "0"}}), "attention 'clustered': option iterations must be >= 1, got 0");
+  CHECK_THROWS_WITH(bad({{"clusters", "0"}}), "attention 'clustered': option clusters expects an integer >= 1, got '0'");
+  CHECK_THROWS_WITH(bad({{"iterations", "0"}}), "attention 'clustered': option iterations expects an integer >= 1, got "
+                                                "'0'");
   CHECK_THROWS_WITH(bad({{"bits", "65"}}),
-                    "attention 'clustered': option bits must be in [1, 64] (one 64-bit code per query), got 65");
+                    "attention 'clustered': option bits expects an integer in 1..64, got '65'");
   CHECK_THROWS_WITH(bad({{"bits", "0"}}),
-                    "attention 'clustered': option bits must be in [1, 64] (one 64-bit code per query), got 0");
+                    "attention 'clustered': option bits expects an integer in 1..64, got '0'");
   CHECK_THROWS_WITH(bad({{"redraw", "never"}}),
                     "attention 'clustered': option redraw must be every-call or fixed, got 'never'");
   CHECK_THROWS_WITH(bad({{"topk", "4"}}), "attention 'clustered': unknown option 'topk'");
@@ -221,30 +222,33 @@ TEST_CASE("clustered: bad options, causal, keep, bias, ALiBi and bad shapes are 
   AttentionConfig causal_cfg;
   causal_cfg.causal = true;
   CHECK_THROWS_WITH(make_attention("clustered", causal_cfg),
-                    "attention 'clustered': has no causal form (a centroid mixes queries at different positions); "
-                    "use causal-improved-clustered in decoders");
+                    "attention 'clustered': does not take a causal mask (a centroid stands for queries at many "
+                    "positions; causal-improved-clustered is the causal form); it takes: non-causal, key padding, "
+                    "cross-attention");
 
   auto attn = make_clustered({});
   const Tensor q = uniform({1, 2, 4, 4}, 51), k = uniform({1, 2, 4, 4}, 52), v = uniform({1, 2, 4, 3}, 53);
   AttentionMask causal;
   causal.causal = true;
   CHECK_THROWS_WITH(attn->forward(q, k, v, causal),
-                    "clustered attention: causal masks are not supported (a centroid mixes queries at different "
-                    "positions; use causal-improved-clustered), got q [1, 2, 4, 4] and k [1, 2, 4, 4]");
-  const char* per_pair = "clustered attention: keep, bias and ALiBi masks are not supported (they are per query, a "
-                         "centroid stands for many); only key_lengths is (q [1, 2, 4, 4], k [1, 2, 4, 4])";
+                    "attention 'clustered': does not take a causal mask (a centroid stands for queries at many "
+                    "positions; causal-improved-clustered is the causal form); it takes: non-causal, key padding, "
+                    "cross-attention");
+  const std::string refused = "attention 'clustered': does not take ", why =
+      " (a centroid stands for queries at many positions; causal-improved-clustered is the causal form); it takes: "
+      "non-causal, key padding, cross-attention";
   AttentionMask keep;
   keep.keep = ones({4, 4});
-  CHECK_THROWS_WITH(attn->forward(q, k, v, keep), per_pair);
+  CHECK_THROWS_WITH(attn->forward(q, k, v, keep), (refused + "a keep mask" + why).c_str());
   AttentionMask bias;
   bias.bias = zeros({4, 4}, DType::F64);
-  CHECK_THROWS_WITH(attn->forward(q, k, v, bias), per_pair);
+  CHECK_THROWS_WITH(attn->forward(q, k, v, bias), (refused + "a bias" + why).c_str());
   AttentionMask alibi;
   alibi.alibi_slopes = from_vector(std::vector<double>{0.5, 0.25}, {2}, DType::F64);
-  CHECK_THROWS_WITH(attn->forward(q, k, v, alibi), per_pair);
+  CHECK_THROWS_WITH(attn->forward(q, k, v, alibi), (refused + "ALiBi slopes" + why).c_str());
   AttentionMask lengths;
   lengths.key_lengths = {5};
-  CHECK_THROWS_WITH(attn->forward(q, k, v, lengths), "clustered attention: key_lengths[0] = 5 is outside [0, 4]");
+  CHECK_THROWS_WITH(attn->forward(q, k, v, lengths), "attention 'clustered': key_lengths[0] = 5 is outside [0, 4]");
   CHECK_THROWS(attn->forward(q, uniform({1, 2, 4, 3}, 54), v, {}));
   CHECK(attn->call() == 0);  // refused calls do not advance the counter
   CHECK_THROWS_WITH(attn->set_call(-1), "attention 'clustered': set_call needs a call index >= 0, got -1");

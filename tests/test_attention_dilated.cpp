@@ -32,7 +32,7 @@ TEST_CASE("dilated: peak memory at N = 16384 below an N x N buffer") {
 
 TEST_CASE("dilated: options and errors") {
   CHECK_THROWS_WITH(make_sparse_variant({"dilated", {{"dilation", "0"}}, 2, 0, false}),
-                    "attention 'dilated': option dilation must be >= 1, got 0");
+                    "attention 'dilated': option dilation expects an integer >= 1, got '0'");
   CHECK_THROWS_WITH(make_sparse_variant({"dilated", {{"window", "-2"}}, 2, 0, false}),
-                    "attention 'dilated': option window must be >= 0, got -2");
+                    "attention 'dilated': option window expects an integer >= 0, got '-2'");
 }

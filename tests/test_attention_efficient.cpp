@@ -117,23 +117,23 @@ TEST_CASE("efficient attention: causal, keep, bias and ALiBi are refused with th
   AttentionMask causal;
   causal.causal = true;
   CHECK_THROWS_WITH(attn->forward(q, k, v, causal),
-                    "efficient attention: causal masks are not supported (every key enters the shared context), got "
-                    "q [1, 2, 4, 3] and k [1, 2, 4, 3]");
-  const char* per_pair =
-      "efficient attention: keep, bias and ALiBi masks act on (query, key) logits, which this variant never forms; "
-      "only key_lengths is supported (q [1, 2, 4, 3], k [1, 2, 4, 3])";
+                    "attention 'efficient': does not take a causal mask (every key enters the shared context, and no "
+                    "(query, key) logit is ever formed); it takes: non-causal, key padding, cross-attention");
+  const std::string refused = "attention 'efficient': does not take ", why =
+      " (every key enters the shared context, and no (query, key) logit is ever formed); it takes: non-causal, key "
+      "padding, cross-attention";
   AttentionMask keep;
   keep.keep = ones({4, 4});
-  CHECK_THROWS_WITH(attn->forward(q, k, v, keep), per_pair);
+  CHECK_THROWS_WITH(attn->forward(q, k, v, keep), (refused + "a keep mask" + why).c_str());
   AttentionMask bias;
   bias.bias = zeros({4, 4}, DType::F64);
-  CHECK_THROWS_WITH(attn->forward(q, k, v, bias), per_pair);
+  CHECK_THROWS_WITH(attn->forward(q, k, v, bias), (refused + "a bias" + why).c_str());
   AttentionMask alibi;
   alibi.alibi_slopes = from_vector(std::vector<double>{0.5, 0.25}, {2}, DType::F64);
-  CHECK_THROWS_WITH(attn->forward(q, k, v, alibi), per_pair);
+  CHECK_THROWS_WITH(attn->forward(q, k, v, alibi), (refused + "ALiBi slopes" + why).c_str());
   AttentionMask lengths;
   lengths.key_lengths = {5};
-  CHECK_THROWS_WITH(attn->forward(q, k, v, lengths), "efficient attention: key_lengths[0] = 5 is outside [0, 4]");
+  CHECK_THROWS_WITH(attn->forward(q, k, v, lengths), "attention 'efficient': key_lengths[0] = 5 is outside [0, 4]");
   CHECK_THROWS_WITH(attn->step(q, k, v, *std::make_unique<AttentionState>(), {}),
                     "attention 'efficient': no recurrent form (step) for this variant");
   CHECK(attn->new_state() == nullptr);
@@ -141,8 +141,8 @@ TEST_CASE("efficient attention: causal, keep, bias and ALiBi are refused with th
   AttentionConfig cfg;
   cfg.causal = true;
   CHECK_THROWS_WITH(make_attention("efficient", cfg),
-                    "attention 'efficient': has no causal form (every key enters the shared context); use it in "
-                    "encoders or cross-attention");
+                    "attention 'efficient': does not take a causal mask (every key enters the shared context, and no "
+                    "(query, key) logit is ever formed); it takes: non-causal, key padding, cross-attention");
   AttentionConfig opt;
   opt.options.set("features", "8");
   CHECK_THROWS_WITH(make_attention("efficient", opt), "attention 'efficient': unknown option 'features'");

@@ -23,7 +23,9 @@ TEST_CASE("etc: peak memory at N = 16384 below an N x N buffer") {
 
 TEST_CASE("etc: refuses a causal model; options") {
   CHECK_THROWS_WITH(make_sparse_variant({"etc", {}, 2, 0, true}),
-                    "attention 'etc': no causal form (the global tokens summarise the whole input)");
+                    "attention 'etc': does not take a causal mask (the pattern is the mask, and it has no causal form: "
+                    "the global tokens summarise the whole input); it takes: non-causal, key padding, ALiBi, "
+                    "cross-attention");
   CHECK_THROWS_WITH(make_sparse_variant({"etc", {{"globals", "0"}}, 2, 0, false}),
-                    "attention 'etc': option globals must be >= 1, got 0");
+                    "attention 'etc': option globals expects an integer >= 1, got '0'");
 }

@@ -161,7 +161,8 @@ TEST_CASE("exact-topk causal: no gradient reaches later positions, and later key
 TEST_CASE("exact-topk: bad options, refused masks and bad shapes") {
   AttentionConfig cfg;
   cfg.options.set("topk", "0");
-  CHECK_THROWS_WITH(make_attention("exact-topk", cfg), "attention 'exact-topk': option topk must be >= 1, got 0");
+  CHECK_THROWS_WITH(make_attention("exact-topk", cfg), "attention 'exact-topk': option topk expects an integer >= 1, "
+                                                       "got '0'");
   AttentionConfig opt;
   opt.options.set("clusters", "4");
   CHECK_THROWS_WITH(make_attention("exact-topk", opt), "attention 'exact-topk': unknown option 'clusters'");
@@ -171,20 +172,21 @@ TEST_CASE("exact-topk: bad options, refused masks and bad shapes") {
 
   auto attn = make_topk(2);
   const Tensor q = uniform({1, 2, 4, 4}, 41), k = uniform({1, 2, 5, 4}, 42), v = uniform({1, 2, 5, 3}, 43);
-  const char* per_pair = "exact-topk attention: keep, bias and ALiBi masks are not supported (the top-k are chosen on "
-                         "plain logits); only causal and key_lengths are (q [1, 2, 4, 4], k [1, 2, 5, 4])";
+  const std::string refused = "attention 'exact-topk': does not take ", why =
+      " (the top k keys are chosen on plain logits); it takes: causal, non-causal, key padding, query offset, "
+      "cross-attention";
   AttentionMask keep;
   keep.keep = ones({4, 5});
-  CHECK_THROWS_WITH(attn->forward(q, k, v, keep), per_pair);
+  CHECK_THROWS_WITH(attn->forward(q, k, v, keep), (refused + "a keep mask" + why).c_str());
   AttentionMask bias;
   bias.bias = zeros({4, 5}, DType::F64);
-  CHECK_THROWS_WITH(attn->forward(q, k, v, bias), per_pair);
+  CHECK_THROWS_WITH(attn->forward(q, k, v, bias), (refused + "a bias" + why).c_str());
   AttentionMask alibi;
   alibi.alibi_slopes = from_vector(std::vector<double>{0.5, 0.25}, {2}, DType::F64);
-  CHECK_THROWS_WITH(attn->forward(q, k, v, alibi), per_pair);
+  CHECK_THROWS_WITH(attn->forward(q, k, v, alibi), (refused + "ALiBi slopes" + why).c_str());
   AttentionMask lengths;
   lengths.key_lengths = {6};
-  CHECK_THROWS_WITH(attn->forward(q, k, v, lengths), "exact-topk attention: key_lengths[0] = 6 is outside [0, 5]");
+  CHECK_THROWS_WITH(attn->forward(q, k, v, lengths), "attention 'exact-topk': key_lengths[0] = 6 is outside [0, 5]");
   CHECK_THROWS(attn->forward(q, k, uniform({1, 2, 4, 3}, 44), {}));
   CHECK(attn->forward(q, narrow(k, 2, 0, 0), narrow(v, 2, 0, 0), {}).shape() == Shape{1, 2, 4, 3});
   CHECK_THROWS_WITH(attn->step(q, k, v, *std::make_unique<AttentionState>(), {}),

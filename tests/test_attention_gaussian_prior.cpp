@@ -136,14 +136,14 @@ TEST_CASE("gaussian-prior: finite-difference gradients of q, k, v and log sigma 
 
 TEST_CASE("gaussian-prior: bad options and shapes are refused") {
   CHECK_THROWS_WITH(make_gp(opt("sigma", "0")),
-                    "attention 'gaussian-prior': option sigma must be > 0 (positions), got 0");
+                    "attention 'gaussian-prior': option sigma expects a finite number > 0, got '0'");
   CHECK_THROWS_WITH(make_gp(opt("sigma", "wide")), doctest::Contains("sigma"));
   CHECK_THROWS_WITH(make_gp(opt("scale", "-2")),
-                    "attention 'gaussian-prior': option scale must be > 0, got -2");
+                    "attention 'gaussian-prior': option scale expects a finite number > 0, got '-2'");
   CHECK_THROWS_WITH(make_gp(opt("centre", "1")), "attention 'gaussian-prior': unknown option 'centre'");
   auto a = make_gp();
   const Tensor q = uniform({1, 3, 4, 3}, 1).to(DType::F32);
-  CHECK_THROWS_WITH(a->forward(q, q, q, {}), "gaussian-prior attention: built for 2 heads, got q [1, 3, 4, 3]");
+  CHECK_THROWS_WITH(a->forward(q, q, q, {}), "attention 'gaussian-prior': built for 2 heads, got q [1, 3, 4, 3]");
   CHECK_THROWS_WITH(gaussian_prior_bias(ones({2, 2}), 3, 3, 0),
                     "gaussian_prior_bias: log_sigma must be [H], got [2, 2]");
 }

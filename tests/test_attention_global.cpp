@@ -23,7 +23,7 @@ TEST_CASE("global: peak memory at N = 16384 below an N x N buffer") {
 
 TEST_CASE("global: options and errors") {
   CHECK_THROWS_WITH(make_sparse_variant({"global", {{"globals", "0"}}, 2, 0, false}),
-                    "attention 'global': option globals must be >= 1, got 0");
+                    "attention 'global': option globals expects an integer >= 1, got '0'");
   CHECK_THROWS_WITH(make_sparse_variant({"global", {{"globals", "x"}}, 2, 0, false}),
-                    "attention option globals: expected an integer, got 'x'");
+                    "attention 'global': option globals expects an integer >= 1, got 'x'");
 }

@@ -50,5 +50,5 @@ TEST_CASE("image-2d: options and errors") {
       attn->forward(x, x, x, {}),
       "attention 'image-2d': 50 positions are not a square image; give the image width with option width");
   CHECK_THROWS_WITH(make_sparse_variant({"image-2d", {{"query_rows", "0"}}, 1, 0, false}),
-                    "attention 'image-2d': option query_rows must be >= 1, got 0");
+                    "attention 'image-2d': option query_rows expects an integer >= 1, got '0'");
 }

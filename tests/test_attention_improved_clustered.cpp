@@ -204,39 +204,42 @@ TEST_CASE("improved-clustered and its causal form: bad options and refused masks
     return make_attention(name, cfg);
   };
   CHECK_THROWS_WITH(make("improved-clustered", {{"topk", "0"}}, false),
-                    "attention 'improved-clustered': option topk must be >= 1, got 0");
+                    "attention 'improved-clustered': option topk expects an integer >= 1, got '0'");
   CHECK_THROWS_WITH(make("causal-improved-clustered", {{"topk", "-1"}}, true),
-                    "attention 'causal-improved-clustered': option topk must be >= 1, got -1");
+                    "attention 'causal-improved-clustered': option topk expects an integer >= 1, got '-1'");
   CHECK_THROWS_WITH(make("causal-improved-clustered", {{"clusters", "0"}}, true),
-                    "attention 'causal-improved-clustered': option clusters must be >= 1, got 0");
+                    "attention 'causal-improved-clustered': option clusters expects an integer >= 1, got '0'");
   CHECK_THROWS_WITH(make("improved-clustered", {{"k", "3"}}, false),
                     "attention 'improved-clustered': unknown option 'k'");
   CHECK_THROWS_WITH(make("improved-clustered", {}, true),
-                    "attention 'improved-clustered': has no causal form (a centroid mixes queries at different "
-                    "positions); use causal-improved-clustered in decoders");
+                    "attention 'improved-clustered': does not take a causal mask (a centroid stands for queries at "
+                    "many positions; causal-improved-clustered is the causal form); it takes: non-causal, key padding, "
+                    "cross-attention");
   CHECK(make("causal-improved-clustered", {}, false) != nullptr);  // also usable without a causal mask
 
   const Tensor q = uniform({1, 2, 4, 4}, 41), k = uniform({1, 2, 4, 4}, 42), v = uniform({1, 2, 4, 3}, 43);
   AttentionMask causal;
   causal.causal = true;
   CHECK_THROWS_WITH(make_improved("improved-clustered", {})->forward(q, k, v, causal),
-                    "improved-clustered attention: causal masks are not supported (a centroid mixes queries at "
-                    "different positions; use causal-improved-clustered), got q [1, 2, 4, 4] and k [1, 2, 4, 4]");
+                    "attention 'improved-clustered': does not take a causal mask (a centroid stands for queries at "
+                    "many positions; causal-improved-clustered is the causal form); it takes: non-causal, key padding, "
+                    "cross-attention");
   AttentionMask bias;
   bias.bias = zeros({4, 4}, DType::F64);
   CHECK_THROWS_WITH(make_improved("improved-clustered", {})->forward(q, k, v, bias),
-                    "improved-clustered attention: keep, bias and ALiBi masks are not supported (they are per query, "
-                    "a centroid stands for many); only key_lengths is (q [1, 2, 4, 4], k [1, 2, 4, 4])");
+                    "attention 'improved-clustered': does not take a bias (a centroid stands for queries at many "
+                    "positions; causal-improved-clustered is the causal form); it takes: non-causal, key padding, "
+                    "cross-attention");
   AttentionMask keep;
   keep.keep = ones({4, 4});
   CHECK_THROWS_WITH(make_improved("causal-improved-clustered", {})->forward(q, k, v, keep),
-                    "causal-improved-clustered attention: keep, bias and ALiBi masks are not supported (they are per "
-                    "query, a centroid stands for many); only causal and key_lengths are (q [1, 2, 4, 4], k [1, 2, "
-                    "4, 4])");
+                    "attention 'causal-improved-clustered': does not take a keep mask (a centroid stands for queries "
+                    "at many positions, so per-query masks cannot apply); it takes: causal, non-causal, key padding, "
+                    "query offset, cross-attention");
   AttentionMask lengths;
   lengths.key_lengths = {1, 2};
   CHECK_THROWS_WITH(make_improved("improved-clustered", {})->forward(q, k, v, lengths),
-                    "improved-clustered attention: key_lengths has 2 entries for a batch of 1");
+                    "attention 'improved-clustered': key_lengths has 2 entries for a batch of 1");
   // an empty key set and an empty query set give zeros of the right shape
   const Tensor none = make_improved("improved-clustered", {})->forward(q, narrow(k, 2, 0, 0), narrow(v, 2, 0, 0), {});
   CHECK(none.shape() == Shape{1, 2, 4, 3});

@@ -120,22 +120,25 @@ TEST_CASE("induced attention: finite-difference gradients of q, k, v and of the 
 TEST_CASE("induced attention: causal, per-pair masks, bad options and shapes are refused") {
   AttentionConfig cfg;
   cfg.causal = true;
-  CHECK_THROWS_WITH(make_attention("induced", cfg), "attention 'induced': has no causal form (every inducing point "
-                                                    "pools every key); use it in encoders or cross-attention");
+  CHECK_THROWS_WITH(make_attention("induced", cfg), "attention 'induced': does not take a causal mask (every inducing "
+                                                    "point pools every key, and the points replace the keys that masks "
+                                                    "index); it takes: non-causal, key padding, cross-attention");
   AttentionConfig zero;
   zero.options.set("points", "0");
-  CHECK_THROWS_WITH(make_attention("induced", zero), "attention 'induced': option points must be >= 1, got 0");
+  CHECK_THROWS_WITH(make_attention("induced", zero), "attention 'induced': option points expects an integer >= 1, got "
+                                                     "'0'");
   auto a = make_induced(2);
   const Tensor q = uniform({1, 2, 4, 3}, 13), k = uniform({1, 2, 4, 3}, 14), v = uniform({1, 2, 4, 3}, 15);
   AttentionMask causal;
   causal.causal = true;
-  CHECK_THROWS_WITH(a->forward(q, k, v, causal), "induced attention: causal masks are not supported (every inducing "
-                                                 "point pools every key), got q [1, 2, 4, 3] and k [1, 2, 4, 3]");
+  CHECK_THROWS_WITH(a->forward(q, k, v, causal), "attention 'induced': does not take a causal mask (every inducing "
+                                                 "point pools every key, and the points replace the keys that masks "
+                                                 "index); it takes: non-causal, key padding, cross-attention");
   AttentionMask keep;
   keep.keep = ones({4, 4});
-  CHECK_THROWS_WITH(a->forward(q, k, v, keep), "induced attention: keep, bias and ALiBi masks index keys, which the "
-                                               "inducing points replace; only key_lengths is supported (q [1, 2, 4, "
-                                               "3], k [1, 2, 4, 3])");
+  CHECK_THROWS_WITH(a->forward(q, k, v, keep), "attention 'induced': does not take a keep mask (every inducing point "
+                                               "pools every key, and the points replace the keys that masks index); it "
+                                               "takes: non-causal, key padding, cross-attention");
   CHECK_THROWS_WITH(a->forward(uniform({1, 3, 4, 3}, 16), uniform({1, 3, 4, 3}, 17), uniform({1, 3, 4, 3}, 18), {}),
-                    "induced attention: built for 2 heads of dim 3, got q [1, 3, 4, 3]");
+                    "attention 'induced': built for 2 heads of dim 3, got q [1, 3, 4, 3]");
 }

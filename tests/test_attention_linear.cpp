@@ -91,7 +91,8 @@ TEST_CASE("linear: options and refusals are clear") {
   CHECK_THROWS_WITH(make_attention("linear", c), doctest::Contains("unknown feature map 'cosine' (known: elu, poly2, relu"));
   AttentionConfig d;
   d.options.set("eps", "-1");
-  CHECK_THROWS_WITH(make_attention("linear", d), doctest::Contains("option eps must be finite and >= 0"));
+  CHECK_THROWS_WITH(make_attention("linear", d), doctest::Contains("attention 'linear': option eps expects a finite "
+                                                                   "number >= 0, got '-1'"));
   AttentionConfig e;
   e.options.set("impl", "flash");
   CHECK_THROWS_WITH(make_attention("linear", e), doctest::Contains("impl"));
@@ -99,11 +100,23 @@ TEST_CASE("linear: options and refusals are clear") {
   Tensor q = uniform({1, 1, 3, 2}, 1);
   AttentionMask bias;
   bias.bias = zeros({1, 1, 3, 3}, DType::F64);
-  CHECK_THROWS_WITH(attn->forward(q, q, q, bias), doctest::Contains("have no linear form"));
+  CHECK_THROWS_WITH(attn->forward(q, q, q, bias),
+                    "attention 'linear': does not take a bias (it forms no (query, key) logits, and its causal sums "
+                    "start at position 0); it takes: causal, non-causal, key padding, cross-attention");
   AttentionMask offset;
   offset.causal = true;
   offset.query_offset = 2;
   CHECK_THROWS_WITH(attn->forward(q, q, q, offset), doctest::Contains("query_offset 2"));
+  // causal-linear is causal under a non-causal mask too, so it refuses what its causal form cannot do there as well.
+  auto causal = make_linear("elu", "causal-linear");
+  AttentionMask late;
+  late.query_offset = 1;
+  CHECK_THROWS_WITH(causal->forward(q, q, q, late), "attention 'causal-linear': the causal parallel form needs its "
+                                                    "queries from position 0, got query_offset 1 (use step() to "
+                                                    "continue a sequence)");
+  Tensor k4 = uniform({1, 1, 4, 2}, 2);
+  CHECK_THROWS_WITH(causal->forward(q, k4, k4, {}),
+                    doctest::Contains("does not take cross-attention (3 queries, 4 keys)"));
 }
 
 TEST_CASE("linear: the cross-attention memory digest == forward over the memory") {
@@ -114,4 +127,13 @@ TEST_CASE("linear: the cross-attention memory digest == forward over the memory"
   auto digest = attn->memory_state(k, v, mask);
   REQUIRE(digest != nullptr);
   CHECK(eng::test::allclose(attn->attend_state(q, *digest), attn->forward(q, k, v, mask), 1e-12, 1e-13));
+  // The digest refuses what forward refuses, in the same words.
+  AttentionMask keep;
+  keep.keep = ones({1, 5});
+  CHECK_THROWS_WITH(attn->memory_state(k, v, keep), doctest::Contains("attention 'linear' memory: does not take a keep "
+                                                                      "mask (it forms no (query, key) logits"));
+  AttentionMask causal;
+  causal.causal = true;
+  CHECK_THROWS_WITH(attn->memory_state(k, v, causal),
+                    "attention 'linear' memory: cross-attention over a memory is not causal");
 }

@@ -198,19 +198,20 @@ TEST_CASE("linformer: causal, n > max_len, bad options and per-pair masks are re
   AttentionConfig causal = cfg;
   causal.causal = true;
   CHECK_THROWS_WITH(make_attention("linformer", causal),
-                    "attention 'linformer': has no causal form (the projection mixes future positions into every "
-                    "projected key); use it in encoders or cross-attention");
+                    "attention 'linformer': does not take a causal mask (its projected keys mix every position, "
+                    "future ones included, and it forms no (query, key) logits); it takes: non-causal, key padding, "
+                    "cross-attention");
   AttentionConfig unbounded = cfg;
   unbounded.max_len = 0;
   CHECK_THROWS_WITH(make_attention("linformer", unbounded),
                     "attention 'linformer': needs max_len >= 1 (E and F have one column per position), got 0");
   AttentionConfig opt = cfg;
   opt.options.set("k", "7");
-  CHECK_THROWS_WITH(make_attention("linformer", opt), "attention 'linformer': option k must be in [1, max_len = 6], "
-                    "got 7");
+  CHECK_THROWS_WITH(make_attention("linformer", opt), "attention 'linformer': option k expects an integer in 1..6, got "
+                                                      "'7'");
   opt.options.set("k", "0");
-  CHECK_THROWS_WITH(make_attention("linformer", opt), "attention 'linformer': option k must be in [1, max_len = 6], "
-                    "got 0");
+  CHECK_THROWS_WITH(make_attention("linformer", opt), "attention 'linformer': option k expects an integer in 1..6, got "
+                                                      "'0'");
   AttentionConfig share = cfg;
   share.options.set("share", "layerwise");
   CHECK_THROWS_WITH(make_attention("linformer", share),
@@ -224,27 +225,24 @@ TEST_CASE("linformer: causal, n > max_len, bad options and per-pair masks are re
   attn->to(DType::F64);
   const Tensor k7 = uniform({1, 2, 7, 3}, 24), v7 = uniform({1, 2, 7, 3}, 25);
   CHECK_THROWS_WITH(attn->forward(q, k7, v7, {}),
-                    "linformer attention: k [1, 2, 7, 3] has 7 positions, more than max_len 6 that E and F were "
+                    "attention 'linformer': k [1, 2, 7, 3] has 7 positions, more than max_len 6 that E and F were "
                     "built for");
   CHECK_THROWS_WITH(attn->forward(uniform({1, 3, 4, 3}, 26), uniform({1, 3, 4, 3}, 27), uniform({1, 3, 4, 3}, 28), {}),
-                    "linformer attention: q [1, 3, 4, 3] has 3 heads, the variant was built with one E and F per "
+                    "attention 'linformer': q [1, 3, 4, 3] has 3 heads, the variant was built with one E and F per "
                     "head for 2");
+  const std::string why = " (its projected keys mix every position, future ones included, and it forms no (query, "
+                          "key) logits); it takes: non-causal, key padding, cross-attention";
   AttentionMask cm;
   cm.causal = true;
-  CHECK_THROWS_WITH(attn->forward(q, k, v, cm),
-                    "linformer attention: causal masks are not supported (the projection mixes future positions into "
-                    "every projected key), got q [1, 2, 4, 3] and k [1, 2, 4, 3]");
-  const char* per_pair =
-      "linformer attention: keep, bias and ALiBi masks act on (query, key) logits, which this variant never forms; "
-      "only key_lengths is supported (q [1, 2, 4, 3], k [1, 2, 4, 3])";
+  CHECK_THROWS_WITH(attn->forward(q, k, v, cm), ("attention 'linformer': does not take a causal mask" + why).c_str());
   AttentionMask keep;
   keep.keep = ones({4, 4});
-  CHECK_THROWS_WITH(attn->forward(q, k, v, keep), per_pair);
+  CHECK_THROWS_WITH(attn->forward(q, k, v, keep), ("attention 'linformer': does not take a keep mask" + why).c_str());
   AttentionMask bias;
   bias.bias = zeros({4, 4}, DType::F64);
-  CHECK_THROWS_WITH(attn->forward(q, k, v, bias), per_pair);
+  CHECK_THROWS_WITH(attn->forward(q, k, v, bias), ("attention 'linformer': does not take a bias" + why).c_str());
   AttentionMask alibi;
   alibi.alibi_slopes = from_vector(std::vector<double>{0.5, 0.25}, {2}, DType::F64);
-  CHECK_THROWS_WITH(attn->forward(q, k, v, alibi), per_pair);
+  CHECK_THROWS_WITH(attn->forward(q, k, v, alibi), ("attention 'linformer': does not take ALiBi slopes" + why).c_str());
   CHECK(attn->new_state() == nullptr);
 }

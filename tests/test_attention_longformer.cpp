@@ -71,5 +71,5 @@ TEST_CASE("longformer: options and errors") {
   CHECK_THROWS_WITH(attn->forward(x, x, x, {}),
                     "attention 'longformer': option dilated_heads = 2 but the input has 1 heads");
   CHECK_THROWS_WITH(make_sparse_variant({"longformer", {{"dilation", "0"}}, 2, 0, false}),
-                    "attention 'longformer': option dilation must be >= 1, got 0");
+                    "attention 'longformer': option dilation expects an integer >= 1, got '0'");
 }

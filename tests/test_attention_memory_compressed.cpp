@@ -2,6 +2,7 @@
 // compressed, a naive loop of the strided convolution and softmax, its gradients, causal leakage and padding.
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "models/attention/memory_compressed.h"
@@ -150,20 +151,32 @@ TEST_CASE("memory-compressed: bad options, shapes and masks are refused") {
   AttentionConfig cfg;
   cfg.options.set("compress", "0");
   CHECK_THROWS_WITH(make_attention("memory-compressed", cfg),
-                    "attention 'memory-compressed': option compress must be >= 1, got 0");
+                    "attention 'memory-compressed': option compress expects an integer >= 1, got '0'");
   auto a = make_mc(2);
   const Tensor q = uniform({1, 2, 4, 3}, 20), k = uniform({1, 2, 4, 3}, 21), v = uniform({1, 2, 4, 3}, 22);
   AttentionMask bias;
   bias.bias = zeros({4, 4}, DType::F64);
-  CHECK_THROWS_WITH(a->forward(q, k, v, bias),
-                    "memory-compressed attention: keep, bias and ALiBi masks index keys, which the convolution replaces "
-                    "by compressed slots; only causal and key_lengths are supported (q [1, 2, 4, 3], k [1, 2, 4, 3])");
+  const std::string why = "keep, bias and ALiBi index keys that the convolution replaces by compressed slots, and "
+                          "causal queries start at position 0";
+  CHECK_THROWS_WITH(a->forward(q, k, v, bias), ("attention 'memory-compressed': does not take a bias (" + why +
+                                                "); it takes: causal, non-causal, key padding, cross-attention")
+                                                   .c_str());
   CHECK_THROWS_WITH(a->forward(uniform({1, 2, 4, 5}, 23), uniform({1, 2, 4, 5}, 24), uniform({1, 2, 4, 5}, 25), {}),
-                    "memory-compressed attention: built for 2 heads of dim 3, got q [1, 2, 4, 5] and v [1, 2, 4, 5]");
+                    "attention 'memory-compressed': built for 2 heads of dim 3, got q [1, 2, 4, 5] and v [1, 2, 4, 5]");
   AttentionMask causal;
   causal.causal = true;
   CHECK_THROWS_WITH(a->forward(uniform({1, 2, 3, 3}, 26), k, v, causal),
-                    "memory-compressed attention: causal masking needs self-attention from position 0, got q [1, 2, "
-                    "3, 3], k [1, 2, 4, 3], query_offset 0");
+                    ("attention 'memory-compressed': does not take causal queries that continue a sequence "
+                     "(query_offset 0, 3 queries, 4 keys; step() continues one) (" + why +
+                     "); it takes: causal, non-causal, key padding, cross-attention").c_str());
+  // A causal model is causal under a non-causal mask too: no cross-attention, and queries from position 0.
+  auto built_causal = make_mc(2, true);
+  CHECK_THROWS_WITH(built_causal->forward(uniform({1, 2, 3, 3}, 27), k, v, {}),
+                    doctest::Contains("attention 'memory-compressed': does not take cross-attention (3 queries, 4 "
+                                      "keys) (built causal, it is causal under any mask;"));
+  AttentionMask late;
+  late.query_offset = 1;
+  CHECK_THROWS_WITH(built_causal->forward(q, k, v, late), "attention 'memory-compressed': causal masking needs its "
+                                                          "queries from position 0, got query_offset 1");
   CHECK(a->new_state() == nullptr);
 }

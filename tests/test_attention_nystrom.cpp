@@ -262,17 +262,17 @@ TEST_CASE("nystrom: causal, bad options, conv with Lq != n and per-pair masks ar
   AttentionConfig causal = cfg;
   causal.causal = true;
   CHECK_THROWS_WITH(make_attention("nystrom", causal),
-                    "attention 'nystrom': has no causal form (every landmark mixes future positions); use it in "
-                    "encoders or cross-attention");
+                    "attention 'nystrom': does not take a causal mask (every landmark mixes future positions, and it "
+                    "forms no (query, key) logits); it takes: non-causal, key padding, cross-attention");
   auto with = [&](const char* key, const char* value) {
     AttentionConfig c = cfg;
     c.options.set(key, value);
     return c;
   };
   CHECK_THROWS_WITH(make_attention("nystrom", with("landmarks", "0")),
-                    "attention 'nystrom': option landmarks must be >= 1, got 0");
+                    "attention 'nystrom': option landmarks expects an integer >= 1, got '0'");
   CHECK_THROWS_WITH(make_attention("nystrom", with("iters", "-1")),
-                    "attention 'nystrom': option iters must be >= 0, got -1");
+                    "attention 'nystrom': option iters expects an integer >= 0, got '-1'");
   CHECK_THROWS_WITH(make_attention("nystrom", with("conv", "4")),
                     "attention 'nystrom': option conv must be 0 (off) or an odd kernel width, got 4");
   CHECK_THROWS_WITH(make_attention("nystrom", with("share", "kv")), "attention 'nystrom': unknown option 'share'");
@@ -281,29 +281,30 @@ TEST_CASE("nystrom: causal, bad options, conv with Lq != n and per-pair masks ar
   const Tensor q = uniform({1, 2, 4, 3}, 22), k = uniform({1, 2, 4, 3}, 23), v = uniform({1, 2, 4, 3}, 24);
   auto conv = make_nystrom(2, 6, 3);
   CHECK_THROWS_WITH(conv->forward(q, uniform({1, 2, 5, 3}, 25), uniform({1, 2, 5, 3}, 26), {}),
-                    "nystrom attention: the conv skip (conv = 3) needs as many queries as keys and 2 heads, got q "
-                    "[1, 2, 4, 3] and v [1, 2, 5, 3]");
+                    "attention 'nystrom': does not take cross-attention (4 queries, 5 keys) (every landmark mixes "
+                    "future positions, it forms no (query, key) logits, and its conv skip adds value i to query i); "
+                    "it takes: non-causal, key padding");
+  const Tensor q3 = uniform({1, 3, 4, 3}, 27);
+  CHECK_THROWS_WITH(conv->forward(q3, q3, q3, {}),
+                    "attention 'nystrom': the conv skip (conv = 3) needs 2 heads, got q [1, 3, 4, 3]");
   auto attn = make_nystrom(2);
+  const std::string why = " (every landmark mixes future positions, and it forms no (query, key) logits); it takes: "
+                          "non-causal, key padding, cross-attention";
   AttentionMask cm;
   cm.causal = true;
-  CHECK_THROWS_WITH(attn->forward(q, k, v, cm),
-                    "nystrom attention: causal masks are not supported (every landmark mixes future positions), got "
-                    "q [1, 2, 4, 3] and k [1, 2, 4, 3]");
-  const char* per_pair =
-      "nystrom attention: keep, bias and ALiBi masks act on (query, key) logits, which this variant never forms; "
-      "only key_lengths is supported (q [1, 2, 4, 3], k [1, 2, 4, 3])";
+  CHECK_THROWS_WITH(attn->forward(q, k, v, cm), ("attention 'nystrom': does not take a causal mask" + why).c_str());
   AttentionMask keep;
   keep.keep = ones({4, 4});
-  CHECK_THROWS_WITH(attn->forward(q, k, v, keep), per_pair);
+  CHECK_THROWS_WITH(attn->forward(q, k, v, keep), ("attention 'nystrom': does not take a keep mask" + why).c_str());
   AttentionMask bias;
   bias.bias = zeros({4, 4}, DType::F64);
-  CHECK_THROWS_WITH(attn->forward(q, k, v, bias), per_pair);
+  CHECK_THROWS_WITH(attn->forward(q, k, v, bias), ("attention 'nystrom': does not take a bias" + why).c_str());
   AttentionMask alibi;
   alibi.alibi_slopes = from_vector(std::vector<double>{0.5, 0.25}, {2}, DType::F64);
-  CHECK_THROWS_WITH(attn->forward(q, k, v, alibi), per_pair);
+  CHECK_THROWS_WITH(attn->forward(q, k, v, alibi), ("attention 'nystrom': does not take ALiBi slopes" + why).c_str());
   AttentionMask lengths;
   lengths.key_lengths = {5};
-  CHECK_THROWS_WITH(attn->forward(q, k, v, lengths), "nystrom attention: key_lengths[0] = 5 is outside [0, 4]");
+  CHECK_THROWS_WITH(attn->forward(q, k, v, lengths), "attention 'nystrom': key_lengths[0] = 5 is outside [0, 4]");
   CHECK_THROWS_WITH(nystrom_pinv(zeros({2, 3}, DType::F64), 1),
                     "nystrom_pinv: needs square matrices [..., m, m], got [2, 3]");
   CHECK(attn->new_state() == nullptr);

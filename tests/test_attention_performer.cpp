@@ -325,51 +325,55 @@ TEST_CASE("performer: options, masks and state errors") {
     return make_attention("performer", c);
   };
   CHECK_THROWS_WITH(bad("redraw", "sometimes"), "attention 'performer': option redraw must be always, never or "
-                                                "every:N with N >= 1, got 'sometimes'");
+                                                "every:N, got 'sometimes'");
   CHECK_THROWS_WITH(bad("redraw", "every:0"),
-                    "attention 'performer': option redraw must be always, never or every:N with N >= 1, got 'every:0'");
-  CHECK_THROWS_WITH(bad("redraw", "every:2x"), "attention 'performer': option redraw must be always, never or "
-                                               "every:N with N >= 1, got 'every:2x'");
-  CHECK_THROWS_WITH(bad("features", "0"), "attention 'performer': option features must be >= 1, got 0");
+                    "attention 'performer': option redraw every:N expects an integer >= 1, got '0'");
+  CHECK_THROWS_WITH(bad("redraw", "every:2x"), "attention 'performer': option redraw every:N expects an integer >= 1, "
+                                               "got '2x'");
+  CHECK_THROWS_WITH(bad("features", "0"), "attention 'performer': option features expects an integer >= 1, got '0'");
   CHECK_THROWS_WITH(bad("scale", "1"), "attention 'performer': unknown option 'scale'");
 
+  const std::string why = " (random features form no (query, key) logits, and their causal sums start at position "
+                          "0); it takes: causal, non-causal, key padding, cross-attention";
   AttentionMask keep;
   keep.keep = ones({4, 4});
-  CHECK_THROWS_WITH(def->forward(q, k, v, keep),
-                    "performer attention: keep, bias and ALiBi masks act on (query, key) logits, which random features "
-                    "never form; only causal and key_lengths are supported (q [1, 2, 4, 4], k [1, 2, 4, 4])");
+  CHECK_THROWS_WITH(def->forward(q, k, v, keep), ("attention 'performer': does not take a keep mask" + why).c_str());
   AttentionMask alibi = causal_mask();
   alibi.alibi_slopes = from_vector(std::vector<double>{0.5, 0.25}, {2}, DType::F64);
   CHECK_THROWS_WITH(def->step(narrow(q, 2, 0, 1), narrow(k, 2, 0, 1), narrow(v, 2, 0, 1), *def->new_state(), alibi),
-                    "performer step: keep, bias and ALiBi masks act on (query, key) logits, which random features "
-                    "never form; only causal and key_lengths are supported (q [1, 2, 1, 4], k [1, 2, 1, 4])");
+                    ("attention 'performer' step: does not take ALiBi slopes" + why).c_str());
   CHECK_THROWS_WITH(def->forward(uniform({1, 2, 4, 3}, 1), uniform({1, 2, 4, 3}, 2), v, {}),
-                    "performer attention: q [1, 2, 4, 3] and k [1, 2, 4, 3] have head dim 3, the variant was built for "
-                    "head_dim 4");
+                    "attention 'performer': q [1, 2, 4, 3] and k [1, 2, 4, 3] have head dim 3, the variant was built "
+                    "for head_dim 4");
+  CHECK_THROWS_WITH(def->step(uniform({1, 2, 1, 3}, 1), uniform({1, 2, 1, 3}, 2), narrow(v, 2, 0, 1),
+                              *def->new_state(), {}),
+                    "attention 'performer' step: q [1, 2, 1, 3] and k [1, 2, 1, 3] have head dim 3, the variant was "
+                    "built for head_dim 4");
   AttentionMask late = causal_mask();
   late.query_offset = 2;
-  CHECK_THROWS_WITH(def->forward(q, k, v, late),
-                    "performer attention: the causal parallel form needs as many queries as keys from position 0, got "
-                    "q [1, 2, 4, 4], k [1, 2, 4, 4], query_offset 2 (use step() to continue a sequence)");
+  CHECK_THROWS_WITH(def->forward(q, k, v, late), ("attention 'performer': does not take causal queries that continue a "
+                                                  "sequence (query_offset 2, 4 queries, 4 keys; step() continues one)" +
+                                                  why).c_str());
   AttentionMask lengths;
   lengths.key_lengths = {9};
-  CHECK_THROWS_WITH(def->forward(q, k, v, lengths), "performer attention: key_lengths[0] = 9 is outside [0, 4]");
+  CHECK_THROWS_WITH(def->forward(q, k, v, lengths), "attention 'performer': key_lengths[0] = 9 is outside [0, 4]");
 
   // a state is tied to the draw of ω it was built with
   auto state = def->new_state();
   def->step(narrow(q, 2, 0, 1), narrow(k, 2, 0, 1), narrow(v, 2, 0, 1), *state, {});
   state->length++;
   CHECK_THROWS_WITH(def->step(q, k, v, *state, {}),
-                    "performer step: takes one position, got q [1, 2, 4, 4] and k [1, 2, 4, 4]");
+                    "attention 'performer' step: q, k and v must be one position [B, H, 1, D], got q [1, 2, 4, 4], k "
+                    "[1, 2, 4, 4], v [1, 2, 4, 3]");
   def->forward(q, k, v, {});  // training mode, redraw=always: draw 0 for call 0
   def->forward(q, k, v, {});  // draw 1
   CHECK_THROWS_WITH(def->step(narrow(q, 2, 1, 1), narrow(k, 2, 1, 1), narrow(v, 2, 1, 1), *state, {}),
-                    "performer step: the state was built with draw 0 of the random features, now at draw 1 (a "
-                    "training forward redrew them)");
+                    "attention 'performer' step: the state was built with draw 0 of the random features, now at "
+                    "draw 1 (a training forward redrew them)");
   state->length = 3;
   CHECK_THROWS_WITH(def->step(narrow(q, 2, 1, 1), narrow(k, 2, 1, 1), narrow(v, 2, 1, 1), *state, {}),
-                    "performer step: state.length is 3 but the state holds 1 positions (advance length by one after "
-                    "each step)");
+                    "attention 'performer' step: state.length is 3 but the state holds 1 positions (advance length "
+                    "by one after each step)");
 }
 
 TEST_CASE("performer: a checkpoint carries the redraw counter, so a loaded model uses the same features") {

@@ -59,9 +59,9 @@ TEST_CASE("random: peak memory at N = 16384 below an N x N buffer") {
 
 TEST_CASE("random: options and errors") {
   CHECK_THROWS_WITH(make_sparse_variant({"random", {{"random_blocks", "-1"}}, 2, 0, false}),
-                    "attention 'random': option random_blocks must be >= 0, got -1");
+                    "attention 'random': option random_blocks expects an integer in 0..65536, got '-1'");
   CHECK_THROWS_WITH(make_sparse_variant({"random", {{"random_blocks", "70000"}}, 2, 0, false}),
-                    "attention 'random': option random_blocks must be <= 65536, got 70000");
+                    "attention 'random': option random_blocks expects an integer in 0..65536, got '70000'");
   CHECK_THROWS_WITH(make_sparse_variant({"random", {{"seed", "-3"}}, 2, 0, false}),
-                    "attention 'random': option seed must be >= 0, got -3");
+                    "attention 'random': option seed expects an integer >= 0, got '-3'");
 }

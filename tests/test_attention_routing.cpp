@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "models/attention/routing.h"
@@ -288,34 +289,33 @@ TEST_CASE("routing: bad options, refused masks and shapes are errors") {
     cfg.options.set(key, value);
     return make_attention("routing", cfg);
   };
-  CHECK_THROWS_WITH(bad("clusters", "0"), "attention 'routing': option clusters must be >= 1, got 0");
-  CHECK_THROWS_WITH(bad("window", "-1"), "attention 'routing': option window must be >= 0 (0: ceil(N / clusters)), "
-                                         "got -1");
-  CHECK_THROWS_WITH(bad("decay", "1"), "attention 'routing': option decay must be in [0, 1), got 1");
+  CHECK_THROWS_WITH(bad("clusters", "0"), "attention 'routing': option clusters expects an integer >= 1, got '0'");
+  CHECK_THROWS_WITH(bad("window", "-1"), "attention 'routing': option window expects an integer >= 0, got '-1'");
+  CHECK_THROWS_WITH(bad("decay", "1"), "attention 'routing': option decay expects a finite number in [0, 1), got '1'");
   CHECK_THROWS_WITH(bad("buckets", "4"), "attention 'routing': unknown option 'buckets'");
 
   auto attn = make_routing({});
   const Tensor q = uniform({1, 2, 4, 4}, 61), v = uniform({1, 2, 4, 3}, 62);
-  const char* per_pair = "routing attention: keep, bias and ALiBi masks are not supported (logits exist only inside "
-                         "the routed sets); only causal and key_lengths are (q [1, 2, 4, 4], k [1, 2, 4, 4])";
+  const std::string why = " (queries and keys of one sequence are routed in pairs of sets (no KV cache), and logits "
+                          "exist only inside them); it takes: causal, non-causal, key padding";
   AttentionMask keep;
   keep.keep = ones({4, 4});
-  CHECK_THROWS_WITH(attn->forward(q, q, v, keep), per_pair);
+  CHECK_THROWS_WITH(attn->forward(q, q, v, keep), ("attention 'routing': does not take a keep mask" + why).c_str());
   AttentionMask bias;
   bias.bias = zeros({4, 4}, DType::F64);
-  CHECK_THROWS_WITH(attn->forward(q, q, v, bias), per_pair);
+  CHECK_THROWS_WITH(attn->forward(q, q, v, bias), ("attention 'routing': does not take a bias" + why).c_str());
   AttentionMask alibi;
   alibi.alibi_slopes = from_vector(std::vector<double>{0.5, 0.25}, {2}, DType::F64);
-  CHECK_THROWS_WITH(attn->forward(q, q, v, alibi), per_pair);
+  CHECK_THROWS_WITH(attn->forward(q, q, v, alibi), ("attention 'routing': does not take ALiBi slopes" + why).c_str());
   AttentionMask offset;
   offset.causal = true, offset.query_offset = 2;
-  CHECK_THROWS_WITH(attn->forward(q, q, v, offset),
-                    "routing attention: causal masking needs query_offset 0 (no KV cache), got 2 for q [1, 2, 4, 4]");
+  CHECK_THROWS_WITH(attn->forward(q, q, v, offset), ("attention 'routing': does not take causal queries that continue "
+                                                     "a sequence (query_offset 2, 4 queries, 4 keys; step() continues "
+                                                     "one)" + why).c_str());
   CHECK_THROWS_WITH(attn->forward(narrow(q, 2, 0, 3), q, v, {}),
-                    "routing attention: self-attention only (queries and keys are routed to the same centroids in "
-                    "pairs of sets), got q [1, 2, 3, 4] and k [1, 2, 4, 4]");
+                    ("attention 'routing': does not take cross-attention (3 queries, 4 keys)" + why).c_str());
   const Tensor q3 = uniform({1, 2, 4, 3}, 63);
-  CHECK_THROWS_WITH(attn->forward(q3, q3, v, {}), "routing attention: q [1, 2, 4, 3] needs 2 heads of dim 4 (the "
+  CHECK_THROWS_WITH(attn->forward(q3, q3, v, {}), "attention 'routing': q [1, 2, 4, 3] needs 2 heads of dim 4 (the "
                                                  "centroids are [2, 8, 4])");
   CHECK_THROWS_WITH(attn->step(q, q, v, *std::make_unique<AttentionState>(), {}),
                     "attention 'routing': no recurrent form (step) for this variant");

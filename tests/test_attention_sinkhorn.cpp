@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "models/attention/sinkhorn.h"
@@ -267,51 +268,55 @@ TEST_CASE("sinkhorn: bad options, max_len, refused masks, N > max_len and shapes
     if (!key.empty()) cfg.options.set(key, value);
     return make_attention("sinkhorn", cfg);
   };
-  CHECK_THROWS_WITH(bad("block", "0"), "attention 'sinkhorn': option block must be >= 1, got 0");
-  CHECK_THROWS_WITH(bad("iters", "0"), "attention 'sinkhorn': option iters must be >= 1, got 0");
-  CHECK_THROWS_WITH(bad("sortcut", "-1"), "attention 'sinkhorn': option sortcut must be >= 0 (0: off), got -1");
-  CHECK_THROWS_WITH(bad("temperature", "0"), "attention 'sinkhorn': option temperature must be finite and > 0, got 0");
+  CHECK_THROWS_WITH(bad("block", "0"), "attention 'sinkhorn': option block expects an integer >= 1, got '0'");
+  CHECK_THROWS_WITH(bad("iters", "0"), "attention 'sinkhorn': option iters expects an integer >= 1, got '0'");
+  CHECK_THROWS_WITH(bad("sortcut", "-1"), "attention 'sinkhorn': option sortcut expects an integer >= 0, got '-1'");
+  CHECK_THROWS_WITH(bad("temperature", "0"), "attention 'sinkhorn': option temperature expects a finite number > 0, "
+                                             "got '0'");
   CHECK_THROWS_WITH(bad("", "", 0), "attention 'sinkhorn': needs AttentionConfig::max_len >= 1 (the sorting network "
                                     "has one output per block), got 0");
   CHECK_THROWS_WITH(bad("sortcut", "1", 8, true),
-                    "attention 'sinkhorn': SortCut has no causal form (every query attends to the first sorted blocks, "
-                    "drawn from the whole sequence); use sortcut=0 with causal");
+                    "attention 'sinkhorn': does not take a causal mask (sorted keys are mixtures of positions, query "
+                    "block i is paired with key block i of one sequence, and SortCut reads the first sorted blocks, "
+                    "drawn from all of it); it takes: non-causal, key padding");
   CHECK_THROWS_WITH(bad("sortcut", "2", 8), "attention 'sinkhorn': option sortcut = 2 exceeds the 1 blocks of max_len 8");
   CHECK_THROWS_WITH(bad("buckets", "2"), "attention 'sinkhorn': unknown option 'buckets'");
 
   auto attn = make_sinkhorn({{"block", "2"}}, 6);
   const Tensor q = uniform({1, 2, 4, 3}, 51), v = uniform({1, 2, 4, 2}, 52);
-  const char* per_pair = "sinkhorn attention: keep, bias and ALiBi masks are not supported (sorted keys are mixtures "
-                         "of positions); only causal and key_lengths are (q [1, 2, 4, 3], k [1, 2, 4, 3])";
+  const std::string why = " (sorted keys are mixtures of positions, and query block i is paired with key block i of "
+                          "one sequence (no KV cache)); it takes: causal, non-causal, key padding";
   AttentionMask keep;
   keep.keep = ones({4, 4});
-  CHECK_THROWS_WITH(attn->forward(q, q, v, keep), per_pair);
+  CHECK_THROWS_WITH(attn->forward(q, q, v, keep), ("attention 'sinkhorn': does not take a keep mask" + why).c_str());
   AttentionMask bias;
   bias.bias = zeros({4, 4}, DType::F64);
-  CHECK_THROWS_WITH(attn->forward(q, q, v, bias), per_pair);
+  CHECK_THROWS_WITH(attn->forward(q, q, v, bias), ("attention 'sinkhorn': does not take a bias" + why).c_str());
   AttentionMask alibi;
   alibi.alibi_slopes = from_vector(std::vector<double>{0.5, 0.25}, {2}, DType::F64);
-  CHECK_THROWS_WITH(attn->forward(q, q, v, alibi), per_pair);
+  CHECK_THROWS_WITH(attn->forward(q, q, v, alibi), ("attention 'sinkhorn': does not take ALiBi slopes" + why).c_str());
   AttentionMask offset;
   offset.causal = true, offset.query_offset = 1;
-  CHECK_THROWS_WITH(attn->forward(q, q, v, offset),
-                    "sinkhorn attention: causal masking needs query_offset 0 (no KV cache), got 1 for q [1, 2, 4, 3]");
+  CHECK_THROWS_WITH(attn->forward(q, q, v, offset), ("attention 'sinkhorn': does not take causal queries that continue "
+                                                     "a sequence (query_offset 1, 4 queries, 4 keys; step() continues "
+                                                     "one)" + why).c_str());
   const Tensor q8 = uniform({1, 2, 8, 3}, 53), v8 = uniform({1, 2, 8, 2}, 54);
-  CHECK_THROWS_WITH(attn->forward(q8, q8, v8, {}), "sinkhorn attention: q [1, 2, 8, 3] has 8 positions, more than "
+  CHECK_THROWS_WITH(attn->forward(q8, q8, v8, {}), "attention 'sinkhorn': q [1, 2, 8, 3] has 8 positions, more than "
                                                    "max_len 6 that the sorting network was built for");
   CHECK_THROWS_WITH(attn->forward(narrow(q, 2, 0, 3), q, v, {}),
-                    "sinkhorn attention: self-attention only (query block i is paired with key block i), got q "
-                    "[1, 2, 3, 3] and k [1, 2, 4, 3]");
+                    ("attention 'sinkhorn': does not take cross-attention (3 queries, 4 keys)" + why).c_str());
   const Tensor q4 = uniform({1, 2, 4, 4}, 55);
-  CHECK_THROWS_WITH(attn->forward(q4, q4, v, {}), "sinkhorn attention: q [1, 2, 4, 4] needs 2 heads of dim 3 (the "
+  CHECK_THROWS_WITH(attn->forward(q4, q4, v, {}), "attention 'sinkhorn': q [1, 2, 4, 4] needs 2 heads of dim 3 (the "
                                                  "sorting network is [2, 3, nb])");
   auto cut = make_sinkhorn({{"block", "2"}, {"sortcut", "3"}}, 6);
-  CHECK_THROWS_WITH(cut->forward(q, q, v, {}), "sinkhorn attention: sortcut = 3 exceeds the 2 blocks of q [1, 2, 4, 3] "
-                                               "(block 2)");
+  CHECK_THROWS_WITH(cut->forward(q, q, v, {}), "attention 'sinkhorn': sortcut = 3 exceeds the 2 blocks of q "
+                                               "[1, 2, 4, 3] (block 2)");
   AttentionMask causal;
   causal.causal = true;
-  CHECK_THROWS_WITH(cut->forward(q, q, v, causal), "sinkhorn attention: SortCut has no causal form, got a causal mask "
-                                                   "with sortcut = 3");
+  CHECK_THROWS_WITH(cut->forward(q, q, v, causal),
+                    "attention 'sinkhorn': does not take a causal mask (sorted keys are mixtures of positions, query "
+                    "block i is paired with key block i of one sequence, and SortCut reads the first sorted blocks, "
+                    "drawn from all of it); it takes: non-causal, key padding");
   CHECK_THROWS_WITH(attn->step(q, q, v, *std::make_unique<AttentionState>(), {}),
                     "attention 'sinkhorn': no recurrent form (step) for this variant");
   CHECK(attn->new_state() == nullptr);

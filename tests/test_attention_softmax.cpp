@@ -1,3 +1,6 @@
+// Softmax attention against its reference: the flash kernel (ops/attention_flash.h) against naive_attention, which
+// materialises the logits with the dense mask of ops/attention_mask.h (itself checked by hand); step() against the
+// causal forward; the options and every error message.
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -302,21 +305,23 @@ TEST_CASE("softmax attention: options, registry and errors") {
   CHECK_THROWS_WITH(make_attention("softmax", bad), "attention 'softmax': option impl must be auto, flash or naive, got 'fast'");
   bad.options.set("impl", "auto");
   bad.options.set("scale", "-1");
-  CHECK_THROWS_WITH(make_attention("softmax", bad), "attention 'softmax': option scale must be > 0, got -1");
+  CHECK_THROWS_WITH(make_attention("softmax", bad), "attention 'softmax': option scale expects a finite number > 0, "
+                                                    "got '-1'");
 
   auto state = flash->new_state();
   flash->step(narrow(x.q, 2, 0, 1), narrow(x.k, 2, 0, 1), narrow(x.v, 2, 0, 1), *state, {});
   state->length = 2;
   CHECK_THROWS_WITH(flash->step(narrow(x.q, 2, 1, 1), narrow(x.k, 2, 1, 1), narrow(x.v, 2, 1, 1), *state, {}),
-                    "softmax step: state.length is 2 but the cache holds 1 positions (advance length by one after "
-                    "each step)");
+                    "attention 'softmax' step: state.length is 2 but the cache holds 1 positions (advance length by "
+                    "one after each step)");
   state->length = 1;
   CHECK_THROWS_WITH(flash->step(x.q, x.k, x.v, *state, {}),
-                    "softmax step: takes one position, got q [1, 2, 5, 4] and k [1, 2, 5, 4]");
+                    "attention 'softmax' step: q, k and v must be one position [B, H, 1, D], got q [1, 2, 5, 4], k [1, "
+                    "2, 5, 4], v [1, 2, 5, 4]");
   Tensor k3 = zeros({1, 2, 1, 3}, DType::F64);
   CHECK_THROWS_WITH(flash->step(zeros({1, 2, 1, 3}, DType::F64), k3, zeros({1, 2, 1, 4}, DType::F64), *state, {}),
-                    "softmax step: k [1, 2, 1, 3] and v [1, 2, 1, 4] do not match the cache of keys [1, 2, 16, 4] "
-                    "and values [1, 2, 16, 4]");
+                    "attention 'softmax' step: k [1, 2, 1, 3] and v [1, 2, 1, 4] do not match the cache of keys [1, 2, "
+                    "16, 4] and values [1, 2, 16, 4]");
 }
 
 TEST_CASE("flash_attention and naive_attention: shape and mask errors name the op and the shapes") {

@@ -44,7 +44,7 @@ TEST_CASE("sparse-fixed: peak memory at N = 16384 below an N x N buffer") {
 
 TEST_CASE("sparse-fixed: options and errors") {
   CHECK_THROWS_WITH(make_sparse_variant({"sparse-fixed", {{"stride", "8"}, {"summary", "9"}}, 2, 0, false}),
-                    "attention 'sparse-fixed': option summary must be <= stride (8), got 9");
+                    "attention 'sparse-fixed': option summary expects an integer in 1..8, got '9'");
   CHECK_THROWS_WITH(make_sparse_variant({"sparse-fixed", {{"summary", "0"}}, 2, 0, false}),
-                    "attention 'sparse-fixed': option summary must be >= 1, got 0");
+                    "attention 'sparse-fixed': option summary expects an integer in 1..64, got '0'");
 }

@@ -49,7 +49,7 @@ TEST_CASE("sparse-strided: options and errors") {
   CHECK_THROWS_WITH(make_sparse_variant({"sparse-strided", {{"factorize", "layers"}}, 2, 0, false}),
                     "attention 'sparse-strided': option factorize must be heads or merged, got 'layers'");
   CHECK_THROWS_WITH(make_sparse_variant({"sparse-strided", {{"stride", "0"}}, 2, 0, false}),
-                    "attention 'sparse-strided': option stride must be >= 1, got 0");
+                    "attention 'sparse-strided': option stride expects an integer >= 1, got '0'");
   auto attn = make_sparse_variant({"sparse-strided", {}, 2, 0, false});
   const Tensor x = zeros({1, 1, 5, 4}, DType::F64);
   CHECK_THROWS_WITH(attn->forward(x, x, x, {}),

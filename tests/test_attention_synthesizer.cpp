@@ -167,9 +167,9 @@ TEST_CASE("synthesizer: max_len, lengths beyond it, bad kinds and options are re
   auto a = make_synth("dense", 4);
   const Tensor q = uniform({1, 2, 3, 3}, 1).to(DType::F32), k = uniform({1, 2, 5, 3}, 2).to(DType::F32);
   const Tensor v = uniform({1, 2, 5, 2}, 3).to(DType::F32);
-  CHECK_THROWS_WITH(a->forward(q, k, v, {}), "synthesizer attention: q [1, 2, 3, 3] (from position 0) and k "
+  CHECK_THROWS_WITH(a->forward(q, k, v, {}), "attention 'synthesizer': q [1, 2, 3, 3] (from position 0) and k "
                     "[1, 2, 5, 3] exceed max_len 4 (one synthesised logit per position up to max_len)");
   const Tensor q1 = uniform({1, 1, 3, 3}, 4).to(DType::F32);
   CHECK_THROWS_WITH(a->forward(q1, narrow(k, 1, 0, 1), narrow(v, 1, 0, 1), {}),
-                    "synthesizer attention: built for 2 heads of dim 3, got q [1, 1, 3, 3]");
+                    "attention 'synthesizer': built for 2 heads of dim 3, got q [1, 1, 3, 3]");
 }

@@ -158,16 +158,16 @@ TEST_CASE("talking-heads: per-head keep masks, wrong shapes and bad options are 
   AttentionMask m;
   m.keep = ones({1, 3, 4, 4});
   CHECK_THROWS_WITH(a->forward(q, q, v, m),
-                    "talking-heads attention: a keep mask must be the same for every head (P_w mixes the weights of "
+                    "attention 'talking-heads': a keep mask must be the same for every head (P_w mixes the weights of "
                     "all heads, so a key hidden from one head would return through another), got keep [1, 3, 4, 4] "
                     "for q [1, 3, 4, 3]");
   m.keep = ones({1, 1, 4, 4});  // shared by the heads: fine
   CHECK(a->forward(q, q, v, m).shape() == Shape{1, 3, 4, 2});
   const Tensor q2 = uniform({1, 2, 4, 3}, 3).to(DType::F32), v2 = uniform({1, 2, 4, 2}, 4).to(DType::F32);
-  CHECK_THROWS_WITH(a->forward(q2, q2, v2, {}), "talking-heads attention: built for 3 heads, got q [1, 2, 4, 3]");
+  CHECK_THROWS_WITH(a->forward(q2, q2, v2, {}), "attention 'talking-heads': built for 3 heads, got q [1, 2, 4, 3]");
   CHECK_THROWS_WITH(talking_heads_attention(q, q, v, ones({2, 2}), ones({3, 3}), {}, 1.0),
-                    "talking-heads attention: P_l [2, 2] and P_w [3, 3] must be [3, 3] for q [1, 3, 4, 3]");
+                    "attention 'talking-heads': P_l [2, 2] and P_w [3, 3] must be [3, 3] for q [1, 3, 4, 3]");
   CHECK_THROWS_WITH(make_th(3, opt("scale", "-1")),
-                    "attention 'talking-heads': option scale must be > 0, got -1");
+                    "attention 'talking-heads': option scale expects a finite number > 0, got '-1'");
   CHECK_THROWS_WITH(make_th(3, opt("mix", "1")), "attention 'talking-heads': unknown option 'mix'");
 }

@@ -18,30 +18,23 @@ ENG_REGISTER_ATTENTION("adaptive-span",
 
 AdaptiveSpanAttention::AdaptiveSpanAttention(const AttentionConfig& config) : heads_(config.heads) {
   const AttentionOptions& o = config.options;
-  const char* who = "attention 'adaptive-span': option ";
-  max_span_ = o.get_int("max_span", 256);
-  ENG_CHECK(max_span_ >= 1, who, "max_span must be >= 1 (positions), got ", max_span_);
-  ramp_ = o.get_double("ramp", 32.0);
-  ENG_CHECK(ramp_ > 0 && std::isfinite(ramp_), who, "ramp must be > 0 (positions), got ", ramp_);
-  const double init = o.get_double("init", 0.0);
-  ENG_CHECK(init >= 0 && init <= double(max_span_), who, "init must be in [0, max_span = ", max_span_, "], got ",
-            init);
-  lambda_ = o.get_double("penalty", 2e-6);
-  ENG_CHECK(lambda_ >= 0 && std::isfinite(lambda_), who, "penalty must be >= 0, got ", lambda_);
-  if (o.items().count("scale")) {
-    scale_ = o.get_double("scale", 0.0);
-    ENG_CHECK(scale_ > 0 && std::isfinite(scale_), who, "scale must be > 0, got ", scale_);
-  }
+  max_span_ = o.get_int("max_span", 256, IntRange::at_least(1));  // positions
+  ramp_ = o.get_double("ramp", 32.0, RealRange::above(0));          // positions
+  const double init = o.get_double("init", 0.0, RealRange::closed(0, double(max_span_)));
+  lambda_ = o.get_double("penalty", 2e-6, RealRange::at_least(0));
+  scale_ = o.get_double("scale", 0.0, RealRange::above(0));  // 0: 1/sqrt(D)
   const std::string impl = o.get_string("impl", "tiled");
-  ENG_CHECK(impl == "tiled" || impl == "reference", who, "impl must be tiled or reference, got '", impl, "'");
+  ENG_CHECK(impl == "tiled" || impl == "reference", "attention 'adaptive-span': option impl must be tiled or "
+            "reference, got '", impl, "'");
   reference_ = impl == "reference";
   ENG_CHECK(heads_ >= 1, "attention 'adaptive-span': needs heads >= 1, got ", heads_);
   span_ = register_parameter("span", full({heads_}, init / double(max_span_)));
+  accepts_.query_offset = accepts_.cross = true;
+  accepts_.why_not = "the span mask is the only logits term";
 }
 
-Tensor AdaptiveSpanAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
-  check_qkv(q, k, v, "adaptive-span attention");
-  ENG_CHECK(q.size(1) == heads_, "adaptive-span attention: built for ", heads_, " heads, got q ", q.shape());
+Tensor AdaptiveSpanAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
+  ENG_CHECK(q.size(1) == heads_, "attention 'adaptive-span': built for ", heads_, " heads, got q ", q.shape());
   const Tensor s = span_.to(q.dtype());
   // clamp(s, 0, 1) in value, s in gradient (straight through)
   const Tensor clamped = add(s, sub(clamp(s, 0.0, 1.0), s).detach());
@@ -83,22 +76,17 @@ Tensor regrow(const Tensor& old, const Tensor& like, int64_t capacity, int64_t f
 
 }  // namespace
 
-Tensor AdaptiveSpanAttention::step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
-                                   const AttentionMask& mask) {
-  check_qkv(q, k, v, "adaptive-span step");
-  ENG_CHECK(q.size(2) == 1 && k.size(2) == 1, "adaptive-span step: takes one position, got q ", q.shape(), " and k ",
-            k.shape());
-  ENG_CHECK(!mask.keep.defined() && !mask.bias.defined() && !mask.alibi_slopes.defined() && mask.key_lengths.empty(),
-            "adaptive-span step: keep, bias, ALiBi and key padding are not supported in the recurrent form");
+Tensor AdaptiveSpanAttention::attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                                          const AttentionMask&) {
   auto* st = dynamic_cast<AdaptiveSpanState*>(&state);
-  ENG_CHECK(st, "adaptive-span step: the state was not made by this variant's new_state()");
+  ENG_CHECK(st, "attention 'adaptive-span' step: the state was not made by this variant's new_state()");
   const int64_t t = st->length;  // this position; the caller advances length afterwards
-  ENG_CHECK(t == st->start + st->stored, "adaptive-span step: state.length is ", t, " but the cache ends at position ",
+  ENG_CHECK(t == st->start + st->stored, "attention 'adaptive-span' step: state.length is ", t, " but the cache ends at position ",
             st->start + st->stored, " (advance length by one after each step)");
   if (st->k.defined())
     ENG_CHECK(k.size(0) == st->k.size(0) && k.size(1) == st->k.size(1) && k.size(3) == st->k.size(3) &&
                   v.size(3) == st->v.size(3) && k.dtype() == st->k.dtype(),
-              "adaptive-span step: k ", k.shape(), " and v ", v.shape(), " do not match the cache of keys ",
+              "attention 'adaptive-span' step: k ", k.shape(), " and v ", v.shape(), " do not match the cache of keys ",
               st->k.shape(), " and values ", st->v.shape());
   // Keys further back than ceil(S + R) - 1 have m = 0 for every z in [0, S]: keep `keep` positions, in a buffer of
   // twice that, so that sliding them back to the front costs O(keep) once every `keep` tokens.

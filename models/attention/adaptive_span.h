@@ -1,7 +1,7 @@
 // Adaptive attention span (Sukhbaatar, Grave, Bojanowski, Joulin 2019, "Adaptive Attention Span in Transformers",
 // arXiv 1905.07799), the `adaptive-span` variant: softmax attention with the paper's soft mask m_z of the query-key
 // distance x and its masked weights a_tr, one learned span z_h per head (equation numbers not confirmed: see
-// docs/attention/adaptive_span.md),
+// docs/attention/adaptive-span.md),
 //
 //   m_z(x) = min(max((R + z - x) / R, 0), 1),    a_ij = m(x_ij) e^{s_ij} / Σ_k m(x_ik) e^{s_ik},    s = q·k / √D
 //
@@ -47,10 +47,10 @@ class AdaptiveSpanAttention : public Attention {
  public:
   explicit AdaptiveSpanAttention(const AttentionConfig& config);
   std::string name() const override { return "adaptive-span"; }
-  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
   std::unique_ptr<AttentionState> new_state() const override;
-  Tensor step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
-              const AttentionMask& mask) override;
+  Tensor attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                     const AttentionMask& mask) override;
   // λ/H Σ_h z_h, a scalar differentiable in `span` (zero gradient for a span outside [0, 1]).
   Tensor penalty() const override;
 

@@ -26,25 +26,23 @@ ENG_REGISTER_ATTENTION("aft-simple",
                        [](const AttentionConfig& c) { return std::make_unique<AftSimple>(c); });
 
 AftAttention::AftAttention(const AttentionConfig& config, bool indexed)
-    : heads_(config.heads), max_len_(config.max_len), causal_(config.causal), indexed_(indexed) {}
+    : heads_(config.heads), max_len_(config.max_len), causal_(config.causal), indexed_(indexed) {
+  accepts_.cross = !indexed;  // a position-indexed w pairs query t with key t'
+  accepts_.why_not = "keep, bias and ALiBi act on (query, key) logits, which AFT never forms";
+}
 
 void AftAttention::check_max_len(int64_t T) const {
   ENG_CHECK(T <= max_len_, "attention '", name(), "': sequence length ", T, " exceeds max_len ", max_len_,
             " (w is sized by AttentionConfig::max_len)");
 }
 
-Tensor AftAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
+Tensor AftAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
   const std::string who = "attention '" + name() + "'";
-  check_qkv(q, k, v, who.c_str());
   ENG_CHECK(v.size(3) == q.size(3), who, ": AFT is elementwise over the head dim, so v needs q's head dim, got q ",
             q.shape(), ", v ", v.shape());
   const int64_t B = q.size(0), H = q.size(1), Lq = q.size(2), Lk = k.size(2);
   check_attention_mask(mask, B, H, Lq, Lk, q.dtype(), who.c_str());
-  ENG_CHECK(!mask.keep.defined() && !mask.bias.defined() && !mask.alibi_slopes.defined(), who,
-            ": keep, bias and ALiBi masks act on (query, key) logits, which AFT never forms; only causal and "
-            "key_lengths are supported (q ",
-            q.shape(), ", k ", k.shape(), ")");
-  const bool causal = causal_ || mask.causal;
+  const bool causal = causal_ || mask.causal;  // a model built causal is causal whatever the call says
   ENG_CHECK(!(causal || indexed_) || (Lq == Lk && mask.query_offset == 0), who, ": ",
             causal ? "the causal parallel form" : "a position-indexed w", " needs as many queries as keys from "
             "position 0, got q ", q.shape(), ", k ", k.shape(), ", query_offset ", mask.query_offset);
@@ -70,16 +68,13 @@ Tensor AftSimple::mix(const Tensor& k, const Tensor& v, int64_t, bool causal, co
 
 std::unique_ptr<AttentionState> AftSimple::new_state() const { return std::make_unique<AftSimpleState>(); }
 
-Tensor AftSimple::step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
-                       const AttentionMask& mask) {
-  check_qkv(q, k, v, "aft-simple step");
-  ENG_CHECK(q.size(2) == 1 && k.size(2) == 1 && v.shape() == q.shape(), "aft-simple step: takes one position with v "
-            "of q's shape, got q ", q.shape(), ", k ", k.shape(), ", v ", v.shape());
-  ENG_CHECK(!mask.keep.defined() && !mask.bias.defined() && !mask.alibi_slopes.defined() && mask.key_lengths.empty(),
-            "aft-simple step: keep, bias, ALiBi and key padding have no meaning for one step");
+Tensor AftSimple::attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                              const AttentionMask&) {
+  ENG_CHECK(v.shape() == q.shape(), "attention 'aft-simple' step: v needs q's shape, got q ", q.shape(), ", v ",
+            v.shape());
   auto* st = dynamic_cast<AftSimpleState*>(&state);
-  ENG_CHECK(st, "aft-simple step: the state was not made by this variant's new_state()");
-  ENG_CHECK(st->length == st->absorbed, "aft-simple step: state.length is ", st->length, " but the state holds ",
+  ENG_CHECK(st, "attention 'aft-simple' step: the state was not made by this variant's new_state()");
+  ENG_CHECK(st->length == st->absorbed, "attention 'aft-simple' step: state.length is ", st->length, " but the state holds ",
             st->absorbed, " positions (advance length by one after each step)");
   if (st->m.empty()) {
     st->shape = q.shape();
@@ -87,7 +82,7 @@ Tensor AftSimple::step(const Tensor& q, const Tensor& k, const Tensor& v, Attent
     st->num.assign(size_t(q.numel()), 0.0);
     st->den.assign(size_t(q.numel()), 0.0);
   }
-  ENG_CHECK(q.shape() == st->shape, "aft-simple step: q ", q.shape(), " does not match the state's ", st->shape);
+  ENG_CHECK(q.shape() == st->shape, "attention 'aft-simple' step: q ", q.shape(), " does not match the state's ", st->shape);
   NoGradGuard no_grad;
   const std::vector<double> kv = k.to_vector(), vv = v.to_vector();
   std::vector<double> y(kv.size());

@@ -28,7 +28,7 @@ namespace eng {
 
 class AftAttention : public Attention {
  public:
-  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
 
  protected:
   // indexed: w is indexed by position, so only self-attention (Lq == Lk from position 0) makes sense.
@@ -54,8 +54,8 @@ class AftSimple : public AftAttention {
   explicit AftSimple(const AttentionConfig& config);
   std::string name() const override { return "aft-simple"; }
   std::unique_ptr<AttentionState> new_state() const override;
-  Tensor step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
-              const AttentionMask& mask) override;
+  Tensor attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                     const AttentionMask& mask) override;
 
  protected:
   Tensor mix(const Tensor& k, const Tensor& v, int64_t Lq, bool causal, const AttentionMask& mask) override;

@@ -19,8 +19,7 @@ ENG_REGISTER_ATTENTION("aft-conv",
                        "O(T window D), causal or not",
                        [](const AttentionConfig& c) { return std::make_unique<AftConv>(c); });
 
-AftConv::AftConv(const AttentionConfig& config) : AftAttention(config, true), s_(config.options.get_int("window", 7)) {
-  ENG_CHECK(s_ >= 1, "attention 'aft-conv': option window must be >= 1, got ", s_);
+AftConv::AftConv(const AttentionConfig& config) : AftAttention(config, true), s_(config.options.get_int("window", 7, IntRange::at_least(1))) {
   // w = 0 starts the layer as aft-simple (uniform position bias); training moves it from there.
   kernel_ = register_parameter("w", zeros({heads_, s_}));
 }

@@ -38,9 +38,7 @@ ENG_REGISTER_ATTENTION("aft-full",
                        [](const AttentionConfig& c) { return std::make_unique<AftFull>(c); });
 
 AftFull::AftFull(const AttentionConfig& config)
-    : AftAttention(config, true), factor_(config.options.get_int("factor", 0)) {
-  ENG_CHECK(factor_ >= 0, "attention 'aft-full': option factor must be >= 1 (or 0 for an unfactorised w), got ",
-            factor_);
+    : AftAttention(config, true), factor_(config.options.get_int("factor", 0, IntRange::at_least(0))) {  // 0: w unfactorised
   ENG_CHECK(max_len_ >= 1, "attention 'aft-full': needs AttentionConfig::max_len >= 1 (w is max_len x max_len), got ",
             max_len_);
   if (factor_ == 0) {

@@ -24,13 +24,10 @@ ENG_REGISTER_ATTENTION("aft-local",
                        "O(T window D), causal or not",
                        [](const AttentionConfig& c) { return std::make_unique<AftLocal>(c); });
 
-AftLocal::AftLocal(const AttentionConfig& config)
-    : AftAttention(config, true),
-      s_(config.options.get_int("window", std::min<int64_t>(16, std::max<int64_t>(config.max_len, 1)))) {
+AftLocal::AftLocal(const AttentionConfig& config) : AftAttention(config, true) {
   ENG_CHECK(max_len_ >= 1, "attention 'aft-local': needs AttentionConfig::max_len >= 1 (w has a row per position), "
             "got ", max_len_);
-  ENG_CHECK(s_ >= 1 && s_ <= max_len_, "attention 'aft-local': option window must be in [1, max_len = ", max_len_,
-            "], got ", s_);
+  s_ = config.options.get_int("window", std::min<int64_t>(16, max_len_), IntRange{1, max_len_});
   // w = 0 starts the layer as aft-simple (uniform position bias); training moves it from there.
   band_ = register_parameter("w", zeros({max_len_, 2 * s_ - 1}));
 }

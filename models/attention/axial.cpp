@@ -43,7 +43,7 @@ class Axial : public SparsePattern {
 };
 
 std::unique_ptr<Attention> make_axial(const AttentionConfig& c) {
-  const int64_t width = int_option(c, "axial", "width", 0, 0);
+  const int64_t width = c.options.get_int("width", 0, IntRange::at_least(0));
   const std::string a = c.options.get_string("axis", "heads");
   ENG_CHECK(a == "heads" || a == "rows" || a == "columns",
             "attention 'axial': option axis must be heads, rows or columns, got '", a, "'");

@@ -29,7 +29,7 @@ PatternPtr band_pattern(const PatternGeometry& g, int64_t window) { return std::
 namespace {
 
 std::unique_ptr<Attention> make_band(const AttentionConfig& c) {
-  const int64_t w = int_option(c, "band", "window", 64, 0);
+  const int64_t w = c.options.get_int("window", 64, IntRange::at_least(0));
   return std::make_unique<SparseAttention>("band", c, [w](const PatternGeometry& g) { return band_pattern(g, w); });
 }
 

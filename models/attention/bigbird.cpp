@@ -13,11 +13,10 @@ namespace eng {
 namespace {
 
 std::unique_ptr<Attention> make_bigbird(const AttentionConfig& c) {
-  const int64_t w = int_option(c, "bigbird", "window", 64, 0);
-  const int64_t n = int_option(c, "bigbird", "globals", 1, 0);
-  const int64_t r = int_option(c, "bigbird", "random_blocks", 3, 0);
-  ENG_CHECK(r <= 65536, "attention 'bigbird': option random_blocks must be <= 65536, got ", r);
-  const uint64_t seed = uint64_t(int_option(c, "bigbird", "seed", int64_t(c.seed), 0));
+  const int64_t w = c.options.get_int("window", 64, IntRange::at_least(0));
+  const int64_t n = c.options.get_int("globals", 1, IntRange::at_least(0));
+  const int64_t r = c.options.get_int("random_blocks", 3, IntRange{0, 65536});
+  const uint64_t seed = c.options.get_seed("seed", c.seed);
   return std::make_unique<SparseAttention>("bigbird", c, [w, n, r, seed](const PatternGeometry& g) {
     std::vector<PatternPtr> parts;
     parts.push_back(band_pattern(g, w));

@@ -87,9 +87,16 @@ class BinaryTree : public SparsePattern {
   BinaryPartition p_;
 };
 
+// The pattern's sequence is the tokens followed by their span nodes: about 2T positions for T tokens.
+class BPTransformerAttention : public SparseAttention {
+ public:
+  using SparseAttention::SparseAttention;
+  int64_t positions(int64_t tokens) const override { return BinaryPartition(tokens).length(); }
+};
+
 std::unique_ptr<Attention> make_bp_transformer(const AttentionConfig& c) {
-  const int64_t k = int_option(c, "bp-transformer", "window", 4, 0);
-  return std::make_unique<SparseAttention>(
+  const int64_t k = c.options.get_int("window", 4, IntRange::at_least(0));
+  return std::make_unique<BPTransformerAttention>(
       "bp-transformer", c, [k](const PatternGeometry& g) { return std::make_unique<BinaryTree>(g, k); });
 }
 

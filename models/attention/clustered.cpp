@@ -13,29 +13,14 @@ ENG_REGISTER_ATTENTION("clustered",
                        "attention once per centroid, O(N*C), non-causal",
                        [](const AttentionConfig& c) { return std::make_unique<ClusteredAttention>(c); });
 
-void check_clustered_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
-                            const std::string& variant, bool causal_ok) {
-  const std::string op = variant + " attention";
-  check_qkv(q, k, v, op.c_str());
-  check_attention_mask(mask, q.size(0), q.size(1), q.size(2), k.size(2), q.dtype(), op.c_str());
-  ENG_CHECK(causal_ok || !mask.causal, op,
-            ": causal masks are not supported (a centroid mixes queries at different positions; use "
-            "causal-improved-clustered), got q ",
-            q.shape(), " and k ", k.shape());
-  ENG_CHECK(!mask.keep.defined() && !mask.bias.defined() && !mask.alibi_slopes.defined(), op,
-            ": keep, bias and ALiBi masks are not supported (they are per query, a centroid stands for many); only ",
-            causal_ok ? "causal and key_lengths are" : "key_lengths is", " (q ", q.shape(), ", k ", k.shape(), ")");
-}
-
 ClusteredAttention::ClusteredAttention(const AttentionConfig& config)
     : QueryClusteredAttention(config, "clustered") {
-  ENG_CHECK(!config.causal,
-            "attention 'clustered': has no causal form (a centroid mixes queries at different positions); use "
-            "causal-improved-clustered in decoders");
+  accepts_.causal = false;
+  accepts_.cross = true;
+  accepts_.why_not = "a centroid stands for queries at many positions; causal-improved-clustered is the causal form";
 }
 
-Tensor ClusteredAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
-  check_clustered_inputs(q, k, v, mask, "clustered", false);
+Tensor ClusteredAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
   const int64_t N = q.size(2), C = std::min(num_clusters(), N);
   const std::vector<int64_t> ids = forward_clusters(q);
   if (N == 0) return zeros({q.size(0), q.size(1), 0, v.size(3)}, q.dtype());

@@ -26,12 +26,7 @@ class ClusteredAttention : public QueryClusteredAttention {
  public:
   explicit ClusteredAttention(const AttentionConfig& config);
   std::string name() const override { return "clustered"; }
-  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
 };
-
-// The checks every clustered variant runs: q, k, v shapes, the mask, keep/bias/ALiBi refused, and (unless
-// `causal_ok`) causal masks refused.
-void check_clustered_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
-                            const std::string& variant, bool causal_ok);
 
 }  // namespace eng

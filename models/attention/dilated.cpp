@@ -38,8 +38,8 @@ PatternPtr dilated_pattern(const PatternGeometry& g, int64_t window, int64_t dil
 namespace {
 
 std::unique_ptr<Attention> make_dilated(const AttentionConfig& c) {
-  const int64_t w = int_option(c, "dilated", "window", 32, 0);
-  const int64_t d = int_option(c, "dilated", "dilation", 2, 1);
+  const int64_t w = c.options.get_int("window", 32, IntRange::at_least(0));
+  const int64_t d = c.options.get_int("dilation", 2, IntRange::at_least(1));
   return std::make_unique<SparseAttention>("dilated", c,
                                            [w, d](const PatternGeometry& g) { return dilated_pattern(g, w, d); });
 }

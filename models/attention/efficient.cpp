@@ -16,21 +16,14 @@ ENG_REGISTER_ATTENTION("efficient",
                        "positions)^T V), O(N), non-causal",
                        [](const AttentionConfig& c) { return std::make_unique<EfficientAttention>(c); });
 
-EfficientAttention::EfficientAttention(const AttentionConfig& config) {
-  ENG_CHECK(!config.causal,
-            "attention 'efficient': has no causal form (every key enters the shared context); use it in encoders "
-            "or cross-attention");
+EfficientAttention::EfficientAttention(const AttentionConfig&) {
+  accepts_.causal = false;
+  accepts_.cross = true;
+  accepts_.why_not = "every key enters the shared context, and no (query, key) logit is ever formed";
 }
 
-Tensor EfficientAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
-  check_qkv(q, k, v, "efficient attention");
-  const int64_t B = q.size(0), H = q.size(1), Lq = q.size(2), Lk = k.size(2);
-  check_attention_mask(mask, B, H, Lq, Lk, q.dtype(), "efficient attention");
-  ENG_CHECK(!mask.causal, "efficient attention: causal masks are not supported (every key enters the shared "
-            "context), got q ", q.shape(), " and k ", k.shape());
-  ENG_CHECK(!mask.keep.defined() && !mask.bias.defined() && !mask.alibi_slopes.defined(),
-            "efficient attention: keep, bias and ALiBi masks act on (query, key) logits, which this variant never "
-            "forms; only key_lengths is supported (q ", q.shape(), ", k ", k.shape(), ")");
+Tensor EfficientAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
+  const int64_t Lk = k.size(2);
   Tensor keys = k;
   if (!mask.key_lengths.empty()) {
     // -inf before the position softmax: padded keys get weight exactly 0, whatever they hold.

@@ -17,7 +17,7 @@ class EfficientAttention : public Attention {
  public:
   explicit EfficientAttention(const AttentionConfig& config);
   std::string name() const override { return "efficient"; }
-  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
 };
 
 }  // namespace eng

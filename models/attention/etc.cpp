@@ -12,8 +12,8 @@ namespace eng {
 namespace {
 
 std::unique_ptr<Attention> make_etc(const AttentionConfig& c) {
-  const int64_t w = int_option(c, "etc", "window", 64, 0);
-  const int64_t n = int_option(c, "etc", "globals", 1, 1);
+  const int64_t w = c.options.get_int("window", 64, IntRange::at_least(0));
+  const int64_t n = c.options.get_int("globals", 1, IntRange::at_least(1));
   auto pattern = [w, n](const PatternGeometry& g) {
     std::vector<PatternPtr> parts;
     parts.push_back(global_pattern(g, n));

@@ -57,8 +57,9 @@ Tensor apply_key_lists(const Tensor& weights, const KeyListAttention& lists) {
 }
 
 ExactTopkAttention::ExactTopkAttention(const AttentionConfig& config)
-    : topk_(config.options.get_int("topk", 32)) {
-  ENG_CHECK(topk_ >= 1, "attention 'exact-topk': option topk must be >= 1, got ", topk_);
+    : topk_(config.options.get_int("topk", 32, IntRange::at_least(1))) {
+  accepts_.query_offset = accepts_.cross = true;
+  accepts_.why_not = "the top k keys are chosen on plain logits";
 }
 
 std::vector<int64_t> ExactTopkAttention::select(const Tensor& q, const Tensor& k, const AttentionMask& mask,
@@ -82,29 +83,18 @@ std::vector<int64_t> ExactTopkAttention::select(const Tensor& q, const Tensor& k
   return out;
 }
 
-namespace {
-
-void check_topk_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
-  check_qkv(q, k, v, "exact-topk attention");
-  check_attention_mask(mask, q.size(0), q.size(1), q.size(2), k.size(2), q.dtype(), "exact-topk attention");
-  ENG_CHECK(!mask.keep.defined() && !mask.bias.defined() && !mask.alibi_slopes.defined(),
-            "exact-topk attention: keep, bias and ALiBi masks are not supported (the top-k are chosen on plain "
-            "logits); only causal and key_lengths are (q ",
-            q.shape(), ", k ", k.shape(), ")");
-}
-
-}  // namespace
-
 Tensor ExactTopkAttention::selected(const Tensor& q, const Tensor& k, const AttentionMask& mask) const {
-  check_topk_inputs(q, k, k, mask);
+  const std::string who = "attention '" + name() + "' selected";
+  check_qkv(q, k, k, who.c_str());
+  check_attention_mask(mask, q.size(0), q.size(1), q.size(2), k.size(2), q.dtype(), who.c_str());
+  check_accepted(mask, q.size(2), k.size(2), " selected");
   const int64_t kk = std::min(topk_, k.size(2));
   const std::vector<int64_t> sel = select(q, k, mask, kk);
   return from_vector(std::vector<double>(sel.begin(), sel.end()), {q.size(0), q.size(1), q.size(2), kk},
                      DType::I64);
 }
 
-Tensor ExactTopkAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
-  check_topk_inputs(q, k, v, mask);
+Tensor ExactTopkAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
   const int64_t kk = std::min(topk_, k.size(2));
   if (kk == 0 || q.size(2) == 0) return zeros({q.size(0), q.size(1), q.size(2), v.size(3)}, q.dtype());
   const KeyListAttention lists = gather_key_lists(q, k, v, select(q, k, mask, kk), kk);

@@ -41,7 +41,7 @@ class ExactTopkAttention : public Attention {
  public:
   explicit ExactTopkAttention(const AttentionConfig& config);
   std::string name() const override { return "exact-topk"; }
-  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
 
   int64_t topk() const { return topk_; }
   // The chosen keys of every query, [B, H, Lq, min(topk, Lk)] i64, −1 on empty slots (checks the mask).

@@ -31,22 +31,15 @@ Tensor gaussian_prior_bias(const Tensor& log_sigma, int64_t Lq, int64_t Lk, int6
 }
 
 GaussianPriorAttention::GaussianPriorAttention(const AttentionConfig& config) : heads_(config.heads) {
-  const double sigma = config.options.get_double("sigma", 8.0);
-  ENG_CHECK(sigma > 0 && std::isfinite(sigma), "attention 'gaussian-prior': option sigma must be > 0 (positions), got ",
-            sigma);
-  if (config.options.items().count("scale")) {
-    scale_ = config.options.get_double("scale", 0.0);
-    ENG_CHECK(scale_ > 0 && std::isfinite(scale_), "attention 'gaussian-prior': option scale must be > 0, got ",
-              scale_);
-  }
+  const double sigma = config.options.get_double("sigma", 8.0, RealRange::above(0));  // positions
+  scale_ = config.options.get_double("scale", 0.0, RealRange::above(0));            // 0: 1/sqrt(D)
   ENG_CHECK(heads_ >= 1, "attention 'gaussian-prior': needs heads >= 1, got ", heads_);
   log_sigma_ = register_parameter("log_sigma", full({heads_}, std::log(sigma)));
+  accepts_.keep = accepts_.bias = accepts_.alibi = accepts_.query_offset = accepts_.cross = true;
 }
 
-Tensor GaussianPriorAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
-  check_qkv(q, k, v, "gaussian-prior attention");
-  ENG_CHECK(q.size(1) == heads_, "gaussian-prior attention: built for ", heads_, " heads, got q ", q.shape());
-  check_attention_mask(mask, q.size(0), q.size(1), q.size(2), k.size(2), q.dtype(), "gaussian-prior attention");
+Tensor GaussianPriorAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
+  ENG_CHECK(q.size(1) == heads_, "attention 'gaussian-prior': built for ", heads_, " heads, got q ", q.shape());
   AttentionMask m = mask;
   const Tensor g = gaussian_prior_bias(log_sigma_.to(q.dtype()), q.size(2), k.size(2), mask.query_offset);
   m.bias = mask.bias.defined() ? add(mask.bias, g) : g;

@@ -29,7 +29,7 @@ class GaussianPriorAttention : public Attention {
  public:
   explicit GaussianPriorAttention(const AttentionConfig& config);
   std::string name() const override { return "gaussian-prior"; }
-  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
 
   const Tensor& log_sigma() const { return log_sigma_; }  // [H]
 

@@ -29,7 +29,7 @@ PatternPtr global_pattern(const PatternGeometry& g, int64_t globals) { return st
 namespace {
 
 std::unique_ptr<Attention> make_global(const AttentionConfig& c) {
-  const int64_t n = int_option(c, "global", "globals", 1, 1);
+  const int64_t n = c.options.get_int("globals", 1, IntRange::at_least(1));
   return std::make_unique<SparseAttention>("global", c, [n](const PatternGeometry& g) { return global_pattern(g, n); });
 }
 

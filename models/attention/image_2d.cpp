@@ -50,11 +50,11 @@ class Image2d : public SparsePattern {
 };
 
 std::unique_ptr<Attention> make_image_2d(const AttentionConfig& c) {
-  const int64_t width = int_option(c, "image-2d", "width", 0, 0);
-  const int64_t qh = int_option(c, "image-2d", "query_rows", 8, 1);
-  const int64_t qw = int_option(c, "image-2d", "query_cols", 8, 1);
-  const int64_t mh = int_option(c, "image-2d", "memory_rows", qh, 0);
-  const int64_t mw = int_option(c, "image-2d", "memory_cols", qw, 0);
+  const int64_t width = c.options.get_int("width", 0, IntRange::at_least(0));
+  const int64_t qh = c.options.get_int("query_rows", 8, IntRange::at_least(1));
+  const int64_t qw = c.options.get_int("query_cols", 8, IntRange::at_least(1));
+  const int64_t mh = c.options.get_int("memory_rows", qh, IntRange::at_least(0));
+  const int64_t mw = c.options.get_int("memory_cols", qw, IntRange::at_least(0));
   return std::make_unique<SparseAttention>("image-2d", c, [=](const PatternGeometry& g) {
     return std::make_unique<Image2d>(g, Image2dShape{image_width(width, g.n, "image-2d"), qh, qw, mh, mw});
   });

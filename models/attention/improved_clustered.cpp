@@ -33,16 +33,16 @@ ENG_REGISTER_ATTENTION("causal-improved-clustered",
 ImprovedClusteredAttention::ImprovedClusteredAttention(const AttentionConfig& config, bool causal_form)
     : QueryClusteredAttention(config, causal_form ? "causal-improved-clustered" : "improved-clustered"),
       causal_form_(causal_form),
-      topk_(config.options.get_int("topk", 32)) {
-  ENG_CHECK(topk_ >= 1, "attention '", variant_, "': option topk must be >= 1, got ", topk_);
-  ENG_CHECK(causal_form || !config.causal,
-            "attention 'improved-clustered': has no causal form (a centroid mixes queries at different positions); "
-            "use causal-improved-clustered in decoders");
+      topk_(config.options.get_int("topk", 32, IntRange::at_least(1))) {
+  accepts_.causal = accepts_.query_offset = causal_form;
+  accepts_.cross = true;
+  accepts_.why_not = causal_form ? "a centroid stands for queries at many positions, so per-query masks cannot apply"
+                                 : "a centroid stands for queries at many positions; causal-improved-clustered is the "
+                                   "causal form";
 }
 
-Tensor ImprovedClusteredAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v,
-                                           const AttentionMask& mask) {
-  check_clustered_inputs(q, k, v, mask, variant_, causal_form_);
+Tensor ImprovedClusteredAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v,
+                                          const AttentionMask& mask) {
   const std::vector<int64_t> ids = forward_clusters(q);
   const int64_t kk = std::min(topk_, k.size(2));
   if (q.size(2) == 0 || kk == 0) return zeros({q.size(0), q.size(1), q.size(2), v.size(3)}, q.dtype());

@@ -12,7 +12,7 @@
 //
 // so each query spends the centroid's top-k mass on its own exact top-k weights. With k ≥ N it is full softmax
 // attention exactly (m̂ = 1, no remaining key). (Equation numbers as recalled from arXiv v2, not confirmed against
-// a stored copy: docs/attention/clustered.md.)
+// a stored copy: docs/attention/improved-clustered.md.)
 //
 // causal-improved-clustered (the library's causal form): query i attends by exact softmax only to T_i = the k keys
 // of largest centroid logit (its cluster's centroid) among the keys it may see (j ≤ i + query_offset, j < length);
@@ -42,7 +42,7 @@ class ImprovedClusteredAttention : public QueryClusteredAttention {
   // causal_form: the `causal-improved-clustered` variant.
   ImprovedClusteredAttention(const AttentionConfig& config, bool causal_form);
   std::string name() const override { return variant_; }
-  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
 
   int64_t topk() const { return topk_; }
   bool causal_form() const { return causal_form_; }

@@ -21,27 +21,20 @@ ENG_REGISTER_ATTENTION("induced",
                        [](const AttentionConfig& c) { return std::make_unique<InducedAttention>(c); });
 
 InducedAttention::InducedAttention(const AttentionConfig& config)
-    : m_(config.options.get_int("points", 16)), heads_(config.heads), head_dim_(config.head_dim) {
-  ENG_CHECK(m_ >= 1, "attention 'induced': option points must be >= 1, got ", m_);
-  ENG_CHECK(!config.causal, "attention 'induced': has no causal form (every inducing point pools every key); use it "
-            "in encoders or cross-attention");
+    : m_(config.options.get_int("points", 16, IntRange::at_least(1))), heads_(config.heads), head_dim_(config.head_dim) {
+  accepts_.causal = false;
+  accepts_.cross = true;
+  accepts_.why_not = "every inducing point pools every key, and the points replace the keys that masks index";
   Rng rng(config.seed ^ 0x1d0ced);
   std::vector<double> init(size_t(heads_ * m_ * head_dim_));
   for (double& x : init) x = rng.normal() / std::sqrt(double(head_dim_));
   points_ = register_parameter("points", from_vector(init, {heads_, m_, head_dim_}, DType::F32));
 }
 
-Tensor InducedAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
-  check_qkv(q, k, v, "induced attention");
-  const int64_t B = q.size(0), H = q.size(1), Lq = q.size(2), N = k.size(2), D = q.size(3);
-  check_attention_mask(mask, B, H, Lq, N, q.dtype(), "induced attention");
-  ENG_CHECK(H == heads_ && D == head_dim_, "induced attention: built for ", heads_, " heads of dim ", head_dim_,
+Tensor InducedAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
+  const int64_t H = q.size(1), N = k.size(2), D = q.size(3);
+  ENG_CHECK(H == heads_ && D == head_dim_, "attention 'induced': built for ", heads_, " heads of dim ", head_dim_,
             ", got q ", q.shape());
-  ENG_CHECK(!mask.causal, "induced attention: causal masks are not supported (every inducing point pools every "
-            "key), got q ", q.shape(), " and k ", k.shape());
-  ENG_CHECK(!mask.keep.defined() && !mask.bias.defined() && !mask.alibi_slopes.defined(),
-            "induced attention: keep, bias and ALiBi masks index keys, which the inducing points replace; only "
-            "key_lengths is supported (q ", q.shape(), ", k ", k.shape(), ")");
   const double scale = 1.0 / std::sqrt(double(D));
   Tensor logits = mul_scalar(matmul(points_.to(q.dtype()), transpose(k, 2, 3)), scale);  // [B, H, m, N]
   if (!mask.key_lengths.empty()) {

@@ -26,7 +26,7 @@ class InducedAttention : public Attention {
  public:
   explicit InducedAttention(const AttentionConfig& config);
   std::string name() const override { return "induced"; }
-  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
 
  private:
   int64_t m_, heads_, head_dim_;

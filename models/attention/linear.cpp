@@ -19,35 +19,29 @@ ENG_REGISTER_ATTENTION("linear", "linear attention (Katharopoulos et al. 2020), 
 LinearAttention::LinearAttention(const AttentionConfig& config, bool always_causal)
     : always_causal_(always_causal),
       phi_(make_feature_map(config.options.get_string("feature_map", "elu"))),
-      eps_(config.options.get_double("eps", 1e-6)) {
-  ENG_CHECK(eps_ >= 0 && std::isfinite(eps_), "attention '", name(), "': option eps must be finite and >= 0, got ",
-            eps_);
+      eps_(config.options.get_double("eps", 1e-6, RealRange::at_least(0))) {
+  accepts_.cross = !always_causal_;  // the non-causal sums take any number of keys
+  // docs/cuda.md: the causal kernels have a CUDA form (elu + 1 fused), the non-causal one has none.
+  accepts_.cuda = always_causal_ && phi_->fused() == LinearFeature::EluPlusOne;
+  accepts_.why_not = always_causal_ ? "it forms no (query, key) logits, and its causal sums, taken under any mask, "
+                                      "start at position 0"
+                                    : "it forms no (query, key) logits, and its causal sums start at position 0";
 }
 
-void LinearAttention::check_mask(const AttentionMask& mask, const char* where) const {
-  ENG_CHECK(!mask.keep.defined() && !mask.bias.defined() && !mask.alibi_slopes.defined(), "attention '", name(),
-            "' ", where, ": dense keep/bias masks and ALiBi have no linear form (only causal and key padding)");
-}
-
-Tensor LinearAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
-  check_qkv(q, k, v, name().c_str());
-  check_mask(mask, "forward");
-  const bool causal = always_causal_ || mask.causal;
+Tensor LinearAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
   LinearAttentionArgs args{phi_->fused(), eps_, mask.key_lengths};
-  if (!causal) return linear_attention(phi_->apply(q), phi_->apply(k), v, args);
-  ENG_CHECK(mask.query_offset == 0 && q.size(2) == k.size(2), "attention '", name(),
-            "': the causal parallel form needs as many queries as keys from position 0, got q ", q.shape(), ", k ",
-            k.shape(), ", query_offset ", mask.query_offset, " (use step() to continue a sequence)");
+  if (!always_causal_ && !mask.causal) return linear_attention(phi_->apply(q), phi_->apply(k), v, args);
+  // A causal mask's offset is refused before this; causal-linear is causal under any mask, so checks it here.
+  ENG_CHECK(mask.query_offset == 0, "attention '", name(),
+            "': the causal parallel form needs its queries from position 0, got query_offset ", mask.query_offset,
+            " (use step() to continue a sequence)");
   return causal_linear_attention(phi_->apply(q), phi_->apply(k), v, args);
 }
 
 std::unique_ptr<AttentionState> LinearAttention::new_state() const { return std::make_unique<LinearState>(); }
 
-Tensor LinearAttention::step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
-                             const AttentionMask& mask) {
-  check_qkv(q, k, v, (name() + " step").c_str());
-  check_mask(mask, "step");
-  ENG_CHECK(mask.key_lengths.empty(), "attention '", name(), "' step: key padding has no meaning for one step");
+Tensor LinearAttention::attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                                    const AttentionMask&) {
   auto* st = dynamic_cast<LinearState*>(&state);
   ENG_CHECK(st, "attention '", name(), "' step: the state was not made by this variant's new_state()");
   NoGradGuard no_grad;
@@ -61,15 +55,16 @@ Tensor LinearAttention::step(const Tensor& q, const Tensor& k, const Tensor& v, 
 
 std::unique_ptr<AttentionState> LinearAttention::memory_state(const Tensor& k, const Tensor& v,
                                                               const AttentionMask& mask) const {
-  check_mask(mask, "memory");
-  ENG_CHECK(!always_causal_ && !mask.causal, "attention '", name(), "': cross-attention over a memory is not causal");
+  ENG_CHECK(!always_causal_ && !mask.causal, "attention '", name(), "' memory: cross-attention over a memory is not "
+            "causal");
   ENG_CHECK(k.dim() == 4 && v.dim() == 4, "attention '", name(), "' memory: k and v must be [B, H, L, D], got k ",
             k.shape(), ", v ", v.shape());
+  check_accepted(mask, k.size(2), k.size(2), " memory");
   NoGradGuard no_grad;
   const int64_t B = k.size(0), L = k.size(2);
   Tensor fk = phi_->features(k);
   if (!mask.key_lengths.empty()) {  // padding zeroes φ(k), after the feature map
-    check_attention_mask(mask, B, k.size(1), 1, L, k.dtype(), "linear memory");
+    check_attention_mask(mask, B, k.size(1), 1, L, k.dtype(), ("attention '" + name() + "' memory").c_str());
     std::vector<double> keep(size_t(B * L), 0.0);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t j = 0; j < mask.key_lengths[size_t(b)]; ++j) keep[size_t(b * L + j)] = 1.0;

@@ -31,18 +31,19 @@ class LinearAttention : public Attention {
   // always_causal: the `causal-linear` variant, causal whatever the mask says.
   LinearAttention(const AttentionConfig& config, bool always_causal);
   std::string name() const override { return always_causal_ ? "causal-linear" : "linear"; }
-  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
   std::unique_ptr<AttentionState> new_state() const override;
-  Tensor step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
-              const AttentionMask& mask) override;
   std::unique_ptr<AttentionState> memory_state(const Tensor& k, const Tensor& v,
                                                const AttentionMask& mask) const override;
   Tensor attend_state(const Tensor& q, const AttentionState& state) const override;
 
   const FeatureMap& feature_map() const { return *phi_; }
 
+ protected:
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
+  Tensor attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                     const AttentionMask& mask) override;
+
  private:
-  void check_mask(const AttentionMask& mask, const char* where) const;
   bool always_causal_;
   std::unique_ptr<FeatureMap> phi_;
   double eps_;

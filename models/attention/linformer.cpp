@@ -37,15 +37,14 @@ LinformerAttention::Share parse_share(const std::string& s) {
 LinformerAttention::LinformerAttention(const AttentionConfig& config)
     : heads_(config.heads),
       max_len_(config.max_len),
-      k_(config.options.get_int("k", std::min(kDefaultK, std::max<int64_t>(config.max_len, 1)))),
+      k_(config.options.get_int("k", std::min(kDefaultK, std::max<int64_t>(config.max_len, 1)),
+                                IntRange{1, std::max<int64_t>(config.max_len, 1)})),
       share_(parse_share(config.options.get_string("share", "none"))) {
-  ENG_CHECK(!config.causal,
-            "attention 'linformer': has no causal form (the projection mixes future positions into every projected "
-            "key); use it in encoders or cross-attention");
   ENG_CHECK(max_len_ >= 1, "attention 'linformer': needs max_len >= 1 (E and F have one column per position), got ",
             max_len_);
-  ENG_CHECK(k_ >= 1 && k_ <= max_len_, "attention 'linformer': option k must be in [1, max_len = ", max_len_,
-            "], got ", k_);
+  accepts_.causal = false;
+  accepts_.cross = true;  // Lq queries against the k projected keys, for any n <= max_len
+  accepts_.why_not = "its projected keys mix every position, future ones included, and it forms no (query, key) logits";
   Rng rng(config.seed ^ kStream);
   const Shape shape = share_ == Share::None ? Shape{heads_, k_, max_len_} : Shape{k_, max_len_};
   const double stddev = 1.0 / std::sqrt(double(k_));  // N(0, 1/k), Theorem 2's R
@@ -53,18 +52,12 @@ LinformerAttention::LinformerAttention(const AttentionConfig& config)
   f_ = share_ == Share::KV ? e_ : register_parameter("F", mul_scalar(randn(shape, rng), stddev));
 }
 
-Tensor LinformerAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
-  check_qkv(q, k, v, "linformer attention");
+Tensor LinformerAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
   const int64_t B = q.size(0), H = q.size(1), n = k.size(2);
-  check_attention_mask(mask, B, H, q.size(2), n, q.dtype(), "linformer attention");
-  ENG_CHECK(!mask.causal, "linformer attention: causal masks are not supported (the projection mixes future "
-            "positions into every projected key), got q ", q.shape(), " and k ", k.shape());
-  ENG_CHECK(!mask.keep.defined() && !mask.bias.defined() && !mask.alibi_slopes.defined(),
-            "linformer attention: keep, bias and ALiBi masks act on (query, key) logits, which this variant never "
-            "forms; only key_lengths is supported (q ", q.shape(), ", k ", k.shape(), ")");
-  ENG_CHECK(share_ != Share::None || H == heads_, "linformer attention: q ", q.shape(), " has ", H,
+  check_attention_mask(mask, B, H, q.size(2), n, q.dtype(), "attention 'linformer'");
+  ENG_CHECK(share_ != Share::None || H == heads_, "attention 'linformer': q ", q.shape(), " has ", H,
             " heads, the variant was built with one E and F per head for ", heads_);
-  ENG_CHECK(n <= max_len_, "linformer attention: k ", k.shape(), " has ", n, " positions, more than max_len ",
+  ENG_CHECK(n <= max_len_, "attention 'linformer': k ", k.shape(), " has ", n, " positions, more than max_len ",
             max_len_, " that E and F were built for");
   Tensor keys = k, values = v;
   if (!mask.key_lengths.empty()) {

@@ -32,13 +32,15 @@ class LinformerAttention : public Attention {
 
   explicit LinformerAttention(const AttentionConfig& config);
   std::string name() const override { return "linformer"; }
-  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
 
   int64_t projected_length() const { return k_; }
   Share share() const { return share_; }
   // [H, k, max_len] with share=none, else [k, max_len]; f = e with share=kv (the same tensor).
   const Tensor& e() const { return e_; }
   const Tensor& f() const { return f_; }
+
+ protected:
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
 
  private:
   int64_t heads_, max_len_, k_;

@@ -12,10 +12,10 @@ namespace eng {
 namespace {
 
 std::unique_ptr<Attention> make_longformer(const AttentionConfig& c) {
-  const int64_t w = int_option(c, "longformer", "window", 64, 0);
-  const int64_t n = int_option(c, "longformer", "globals", 1, 0);
-  const int64_t dh = int_option(c, "longformer", "dilated_heads", 0, 0);
-  const int64_t d = int_option(c, "longformer", "dilation", 2, 1);
+  const int64_t w = c.options.get_int("window", 64, IntRange::at_least(0));
+  const int64_t n = c.options.get_int("globals", 1, IntRange::at_least(0));
+  const int64_t dh = c.options.get_int("dilated_heads", 0, IntRange::at_least(0));
+  const int64_t d = c.options.get_int("dilation", 2, IntRange::at_least(1));
   ENG_CHECK(dh <= c.heads, "attention 'longformer': option dilated_heads = ", dh, " but the model has ", c.heads,
             " heads");
   return std::make_unique<SparseAttention>("longformer", c, [w, n, dh, d](const PatternGeometry& g) {

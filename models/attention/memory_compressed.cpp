@@ -31,11 +31,15 @@ Tensor mean_pool_weight(int64_t heads, int64_t c, int64_t d) {
 }  // namespace
 
 MemoryCompressedAttention::MemoryCompressedAttention(const AttentionConfig& config)
-    : c_(config.options.get_int("compress", 3)),
+    : c_(config.options.get_int("compress", 3, IntRange::at_least(1))),
       heads_(config.heads),
       head_dim_(config.head_dim),
       causal_(config.causal) {
-  ENG_CHECK(c_ >= 1, "attention 'memory-compressed': option compress must be >= 1, got ", c_);
+  accepts_.cross = !causal_;  // a causal model is causal under any mask
+  accepts_.why_not = causal_ ? "built causal, it is causal under any mask; keep, bias and ALiBi index keys that the "
+                               "convolution replaces by compressed slots, and causal queries start at position 0"
+                             : "keep, bias and ALiBi index keys that the convolution replaces by compressed slots, and "
+                               "causal queries start at position 0";
   wk_ = register_parameter("wk", mean_pool_weight(heads_, c_, head_dim_));
   wv_ = register_parameter("wv", mean_pool_weight(heads_, c_, head_dim_));
 }
@@ -53,20 +57,15 @@ Tensor MemoryCompressedAttention::compress_rows(const Tensor& x, const Tensor& w
   return matmul(reshape(rows, {B, H, M, c_ * d}), w.to(x.dtype()));
 }
 
-Tensor MemoryCompressedAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v,
-                                          const AttentionMask& mask) {
-  check_qkv(q, k, v, "memory-compressed attention");
+Tensor MemoryCompressedAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
   const int64_t B = q.size(0), H = q.size(1), Lq = q.size(2), Lk = k.size(2);
-  check_attention_mask(mask, B, H, Lq, Lk, q.dtype(), "memory-compressed attention");
-  ENG_CHECK(H == heads_ && q.size(3) == head_dim_ && v.size(3) == head_dim_, "memory-compressed attention: built for ",
-            heads_, " heads of dim ", head_dim_, ", got q ", q.shape(), " and v ", v.shape());
-  ENG_CHECK(!mask.keep.defined() && !mask.bias.defined() && !mask.alibi_slopes.defined(),
-            "memory-compressed attention: keep, bias and ALiBi masks index keys, which the convolution replaces by "
-            "compressed slots; only causal and key_lengths are supported (q ", q.shape(), ", k ", k.shape(), ")");
+  check_attention_mask(mask, B, H, Lq, Lk, q.dtype(), "attention 'memory-compressed'");
+  ENG_CHECK(H == heads_ && q.size(3) == head_dim_ && v.size(3) == head_dim_, "attention 'memory-compressed': built "
+            "for ", heads_, " heads of dim ", head_dim_, ", got q ", q.shape(), " and v ", v.shape());
   const bool causal = causal_ || mask.causal;
-  ENG_CHECK(!causal || (Lq == Lk && mask.query_offset == 0), "memory-compressed attention: causal masking needs "
-            "self-attention from position 0, got q ", q.shape(), ", k ", k.shape(), ", query_offset ",
-            mask.query_offset);
+  // A causal mask's offset is refused before this; a causal model is causal under any mask, so checks it here.
+  ENG_CHECK(!causal || mask.query_offset == 0, "attention 'memory-compressed': causal masking needs its queries from "
+            "position 0, got query_offset ", mask.query_offset);
   const Tensor kc = compress_rows(k, wk_, mask.key_lengths), vc = compress_rows(v, wv_, mask.key_lengths);
   AttentionMask slots;
   for (int64_t len : mask.key_lengths) slots.key_lengths.push_back((len + c_ - 1) / c_);

@@ -28,9 +28,11 @@ class MemoryCompressedAttention : public Attention {
  public:
   explicit MemoryCompressedAttention(const AttentionConfig& config);
   std::string name() const override { return "memory-compressed"; }
-  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
 
   int64_t compress() const { return c_; }
+
+ protected:
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
 
  private:
   Tensor compress_rows(const Tensor& x, const Tensor& w, const std::vector<int64_t>& lengths) const;

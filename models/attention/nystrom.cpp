@@ -68,16 +68,16 @@ Tensor nystrom_pinv(const Tensor& a, int64_t iters) {
 
 NystromAttention::NystromAttention(const AttentionConfig& config)
     : heads_(config.heads),
-      m_(config.options.get_int("landmarks", 64)),
-      iters_(config.options.get_int("iters", 6)),
-      conv_width_(config.options.get_int("conv", 0)) {
-  ENG_CHECK(!config.causal,
-            "attention 'nystrom': has no causal form (every landmark mixes future positions); use it in encoders or "
-            "cross-attention");
-  ENG_CHECK(m_ >= 1, "attention 'nystrom': option landmarks must be >= 1, got ", m_);
-  ENG_CHECK(iters_ >= 0, "attention 'nystrom': option iters must be >= 0, got ", iters_);
-  ENG_CHECK(conv_width_ >= 0 && (conv_width_ == 0 || conv_width_ % 2 == 1),
+      m_(config.options.get_int("landmarks", 64, IntRange::at_least(1))),
+      iters_(config.options.get_int("iters", 6, IntRange::at_least(0))),
+      conv_width_(config.options.get_int("conv", 0, IntRange::at_least(0))) {
+  ENG_CHECK(conv_width_ == 0 || conv_width_ % 2 == 1,
             "attention 'nystrom': option conv must be 0 (off) or an odd kernel width, got ", conv_width_);
+  accepts_.causal = false;
+  accepts_.cross = conv_width_ == 0;  // the conv skip adds value i to query i
+  accepts_.why_not = conv_width_ == 0 ? "every landmark mixes future positions, and it forms no (query, key) logits"
+                                      : "every landmark mixes future positions, it forms no (query, key) logits, and "
+                                        "its conv skip adds value i to query i";
   if (conv_width_ > 0) {
     Rng rng(config.seed ^ kStream);
     const double bound = 1.0 / std::sqrt(double(conv_width_));
@@ -97,17 +97,11 @@ Tensor NystromAttention::approximate(const Tensor& q, const Tensor& k, const Ten
   return matmul(f, matmul(nystrom_pinv(a, iters_), matmul(b, v)));  // right to left: never Lq × n
 }
 
-Tensor NystromAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
-  check_qkv(q, k, v, "nystrom attention");
+Tensor NystromAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
   const int64_t B = q.size(0), H = q.size(1), Lq = q.size(2), n = k.size(2), Dv = v.size(3);
-  check_attention_mask(mask, B, H, Lq, n, q.dtype(), "nystrom attention");
-  ENG_CHECK(!mask.causal, "nystrom attention: causal masks are not supported (every landmark mixes future "
-            "positions), got q ", q.shape(), " and k ", k.shape());
-  ENG_CHECK(!mask.keep.defined() && !mask.bias.defined() && !mask.alibi_slopes.defined(),
-            "nystrom attention: keep, bias and ALiBi masks act on (query, key) logits, which this variant never "
-            "forms; only key_lengths is supported (q ", q.shape(), ", k ", k.shape(), ")");
-  ENG_CHECK(conv_width_ == 0 || (H == heads_ && Lq == n), "nystrom attention: the conv skip (conv = ", conv_width_,
-            ") needs as many queries as keys and ", heads_, " heads, got q ", q.shape(), " and v ", v.shape());
+  check_attention_mask(mask, B, H, Lq, n, q.dtype(), "attention 'nystrom'");
+  ENG_CHECK(conv_width_ == 0 || H == heads_, "attention 'nystrom': the conv skip (conv = ", conv_width_, ") needs ",
+            heads_, " heads, got q ", q.shape());
   Tensor out;
   if (Lq == 0 || n == 0) {
     out = zeros({B, H, Lq, Dv}, q.dtype());

@@ -43,11 +43,13 @@ class NystromAttention : public Attention {
  public:
   explicit NystromAttention(const AttentionConfig& config);
   std::string name() const override { return "nystrom"; }
-  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
 
   int64_t landmarks() const { return m_; }
   int64_t iters() const { return iters_; }
   const Tensor& conv_weight() const { return conv_; }  // [H, K]; undefined when conv = 0
+
+ protected:
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
 
  private:
   Tensor approximate(const Tensor& q, const Tensor& k, const Tensor& v) const;

@@ -6,6 +6,7 @@
 
 #include "engine/autograd.h"
 #include "engine/error.h"
+#include "engine/parse_number.h"
 #include "engine/rng.h"
 #include "ops/binary.h"
 #include "ops/linear_attention.h"
@@ -75,19 +76,9 @@ std::vector<double> haar_orthogonal(int64_t D, Rng& rng) {
 int64_t parse_redraw(const std::string& s) {
   if (s == "always") return 1;
   if (s == "never") return 0;
-  int64_t n = 0;
-  if (s.rfind("every:", 0) == 0) {
-    size_t pos = 0;
-    try {
-      n = std::stoll(s.substr(6), &pos);
-    } catch (const std::exception&) {
-      pos = 0;
-    }
-    if (pos == 0 || pos != s.size() - 6) n = 0;
-  }
-  ENG_CHECK(n >= 1, "attention 'performer': option redraw must be always, never or every:N with N >= 1, got '", s,
-            "'");
-  return n;
+  ENG_CHECK(s.rfind("every:", 0) == 0, "attention 'performer': option redraw must be always, never or every:N, got '",
+            s, "'");
+  return parse_int(s.substr(6), IntRange::at_least(1), "attention 'performer': option redraw every:N");
 }
 
 }  // namespace
@@ -117,11 +108,12 @@ Tensor performer_projection(int64_t features, int64_t head_dim, uint64_t seed, u
 }
 
 PerformerAttention::PerformerAttention(const AttentionConfig& config)
-    : m_(config.options.get_int("features", 256)),
+    : m_(config.options.get_int("features", 256, IntRange::at_least(1))),
       D_(config.head_dim),
       seed_(config.seed),
       redraw_every_(parse_redraw(config.options.get_string("redraw", "always"))) {
-  ENG_CHECK(m_ >= 1, "attention 'performer': option features must be >= 1, got ", m_);
+  accepts_.cross = true;  // the non-causal sums take any number of keys
+  accepts_.why_not = "random features form no (query, key) logits, and their causal sums start at position 0";
   calls_ = register_buffer("redraw_calls", zeros({1}, DType::I64));
   use_draw(0);
 }
@@ -172,23 +164,14 @@ Tensor PerformerAttention::features(const Tensor& x, bool query) const {
 // them, so that it stays kEps on the true estimate's scale (divided by each query's own e^(max exponent)).
 double PerformerAttention::kernel_eps() const { return kEps * std::exp(std::min(c_, kMaxQueryLift) - c_); }
 
-void PerformerAttention::check_mask(const AttentionMask& mask, const Tensor& q, const Tensor& k,
-                                    const char* where) const {
-  ENG_CHECK(q.size(3) == D_, "performer ", where, ": q ", q.shape(), " and k ", k.shape(), " have head dim ",
+void PerformerAttention::check_head_dim(const Tensor& q, const Tensor& k, const char* where) const {
+  ENG_CHECK(q.size(3) == D_, "attention 'performer'", where, ": q ", q.shape(), " and k ", k.shape(), " have head dim ",
             q.size(3), ", the variant was built for head_dim ", D_);
-  ENG_CHECK(!mask.keep.defined() && !mask.bias.defined() && !mask.alibi_slopes.defined(), "performer ", where,
-            ": keep, bias and ALiBi masks act on (query, key) logits, which random features never form; only causal "
-            "and key_lengths are supported (q ",
-            q.shape(), ", k ", k.shape(), ")");
 }
 
-Tensor PerformerAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
-  check_qkv(q, k, v, "performer attention");
-  check_mask(mask, q, k, "attention");
-  check_attention_mask(mask, q.size(0), q.size(1), q.size(2), k.size(2), q.dtype(), "performer attention");
-  ENG_CHECK(!mask.causal || (mask.query_offset == 0 && q.size(2) == k.size(2)),
-            "performer attention: the causal parallel form needs as many queries as keys from position 0, got q ",
-            q.shape(), ", k ", k.shape(), ", query_offset ", mask.query_offset, " (use step() to continue a sequence)");
+Tensor PerformerAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
+  check_head_dim(q, k, "");
+  check_attention_mask(mask, q.size(0), q.size(1), q.size(2), k.size(2), q.dtype(), "attention 'performer'");
   sync_draw();
   if (training()) {  // counted only once every check has passed
     const int64_t calls = training_calls();
@@ -203,24 +186,21 @@ Tensor PerformerAttention::forward(const Tensor& q, const Tensor& k, const Tenso
 
 std::unique_ptr<AttentionState> PerformerAttention::new_state() const { return std::make_unique<PerformerState>(); }
 
-Tensor PerformerAttention::step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
-                                const AttentionMask& mask) {
-  check_qkv(q, k, v, "performer step");
-  check_mask(mask, q, k, "step");
-  ENG_CHECK(q.size(2) == 1 && k.size(2) == 1, "performer step: takes one position, got q ", q.shape(), " and k ",
-            k.shape());
-  ENG_CHECK(mask.key_lengths.empty(), "performer step: key padding has no meaning for one step");
+Tensor PerformerAttention::attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                                       const AttentionMask&) {
+  check_head_dim(q, k, " step");
   auto* st = dynamic_cast<PerformerState*>(&state);
-  ENG_CHECK(st, "performer step: the state was not made by this variant's new_state()");
+  ENG_CHECK(st, "attention 'performer' step: the state was not made by this variant's new_state()");
   sync_draw();
-  ENG_CHECK(st->length == st->absorbed, "performer step: state.length is ", st->length, " but the state holds ",
-            st->absorbed, " positions (advance length by one after each step)");
+  ENG_CHECK(st->length == st->absorbed, "attention 'performer' step: state.length is ", st->length,
+            " but the state holds ", st->absorbed, " positions (advance length by one after each step)");
   if (st->s.defined()) {
-    ENG_CHECK(st->draw == draw_, "performer step: the state was built with draw ", st->draw,
+    ENG_CHECK(st->draw == draw_, "attention 'performer' step: the state was built with draw ", st->draw,
               " of the random features, now at draw ", draw_, " (a training forward redrew them)");
     ENG_CHECK(q.size(0) == st->s.size(0) && q.size(1) == st->s.size(1) && v.size(3) == st->s.size(3) &&
                   q.dtype() == st->s.dtype(),
-              "performer step: q ", q.shape(), " and v ", v.shape(), " do not match the state ", st->s.shape());
+              "attention 'performer' step: q ", q.shape(), " and v ", v.shape(), " do not match the state ",
+              st->s.shape());
   } else {
     st->s = zeros({q.size(0), q.size(1), m_, v.size(3)}, q.dtype());
     st->z = zeros({q.size(0), q.size(1), m_}, q.dtype());

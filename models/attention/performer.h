@@ -40,10 +40,7 @@ class PerformerAttention : public Attention {
  public:
   explicit PerformerAttention(const AttentionConfig& config);
   std::string name() const override { return "performer"; }
-  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
   std::unique_ptr<AttentionState> new_state() const override;
-  Tensor step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
-              const AttentionMask& mask) override;
 
   // ω is not a parameter: it is a function of (config seed, draw), and the draw a function of the training
   // forward calls counted so far, kept in the buffer "redraw_calls" so that a checkpoint replays it.
@@ -52,13 +49,18 @@ class PerformerAttention : public Attention {
   int64_t training_calls() const { return calls_.data<int64_t>()[0]; }
   void set_training_calls(int64_t calls);
 
+ protected:
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
+  Tensor attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                     const AttentionMask& mask) override;
+
  private:
   uint64_t draw_for_call(int64_t call) const;
   void use_draw(uint64_t draw);
   void sync_draw();  // ω of the draw the counter implies (after a checkpoint load changed the counter)
   Tensor features(const Tensor& x, bool query) const;
   double kernel_eps() const;
-  void check_mask(const AttentionMask& mask, const Tensor& q, const Tensor& k, const char* where) const;
+  void check_head_dim(const Tensor& q, const Tensor& k, const char* where) const;
 
   int64_t m_, D_;
   uint64_t seed_;

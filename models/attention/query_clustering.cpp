@@ -21,11 +21,6 @@ namespace {
 constexpr uint64_t kStream = 0x636c7573'74657265ull;  // "clustere"
 constexpr int kDrawShift = 32;
 
-int checked_bits(int64_t bits, const std::string& variant) {
-  ENG_CHECK(bits >= 1 && bits <= 64, "attention '", variant,
-            "': option bits must be in [1, 64] (one 64-bit code per query), got ", bits);
-  return int(bits);
-}
 
 }  // namespace
 
@@ -109,17 +104,15 @@ Tensor broadcast_clusters(const Tensor& x, const std::vector<int64_t>& ids, int6
 
 QueryClusteredAttention::QueryClusteredAttention(const AttentionConfig& config, const std::string& variant)
     : variant_(variant),
-      clusters_(config.options.get_int("clusters", 100)),
-      iterations_(config.options.get_int("iterations", 10)),
-      bits_(checked_bits(config.options.get_int("bits", 32), variant)),
+      clusters_(config.options.get_int("clusters", 100, IntRange::at_least(1))),
+      iterations_(config.options.get_int("iterations", 10, IntRange::at_least(1))),
+      bits_(int(config.options.get_int("bits", 32, IntRange{1, 64}))),  // one 64-bit code per query
       hash_bias_(config.options.get_bool("hash_bias", true)),
       seed_(config.seed) {
   const std::string redraw = config.options.get_string("redraw", "every-call");
   ENG_CHECK(redraw == "every-call" || redraw == "fixed", "attention '", variant,
             "': option redraw must be every-call or fixed, got '", redraw, "'");
   fixed_ = redraw == "fixed";
-  ENG_CHECK(clusters_ >= 1, "attention '", variant, "': option clusters must be >= 1, got ", clusters_);
-  ENG_CHECK(iterations_ >= 1, "attention '", variant, "': option iterations must be >= 1, got ", iterations_);
   calls_ = register_buffer("hash_calls", zeros({1}, DType::I64));
 }
 
@@ -130,10 +123,10 @@ void QueryClusteredAttention::set_call(int64_t call) {
 
 Tensor QueryClusteredAttention::planes(int64_t call, int64_t head_dim) const {
   const int64_t words = 2 * bits_ * (head_dim + 1);  // every normal takes two words
-  ENG_CHECK(call >= 0 && call < (int64_t(1) << kDrawShift), variant_, " planes: call index ", call,
+  ENG_CHECK(call >= 0 && call < (int64_t(1) << kDrawShift), "attention '", variant_, "' planes: call index ", call,
             " is outside [0, 2^32)");
-  ENG_CHECK(head_dim >= 1 && words < (int64_t(1) << kDrawShift), variant_, " planes: ", bits_, " planes of dimension ",
-            head_dim, " need more random words than one draw holds");
+  ENG_CHECK(head_dim >= 1 && words < (int64_t(1) << kDrawShift), "attention '", variant_, "' planes: ", bits_,
+            " planes of dimension ", head_dim, " need more random words than one draw holds");
   const uint64_t draw = fixed_ ? 0 : uint64_t(call);
   Rng rng(seed_ ^ kStream, draw << kDrawShift);
   std::vector<double> a(size_t(bits_ * (head_dim + 1)));
@@ -144,7 +137,7 @@ Tensor QueryClusteredAttention::planes(int64_t call, int64_t head_dim) const {
 }
 
 std::vector<uint64_t> QueryClusteredAttention::codes(const Tensor& q, int64_t call) const {
-  ENG_CHECK(q.dim() == 4, variant_, " codes: q must be [B, H, N, D], got ", q.shape());
+  ENG_CHECK(q.dim() == 4, "attention '", variant_, "' codes: q must be [B, H, N, D], got ", q.shape());
   const int64_t rows = q.size(0) * q.size(1) * q.size(2), D = q.size(3);
   const std::vector<double> a = planes(call, D).to_vector(), x = q.to_vector();
   std::vector<uint64_t> out(static_cast<size_t>(rows), 0);

@@ -57,9 +57,8 @@ PatternPtr random_pattern(const PatternGeometry& g, int64_t count, uint64_t seed
 namespace {
 
 std::unique_ptr<Attention> make_random(const AttentionConfig& c) {
-  const int64_t r = int_option(c, "random", "random_blocks", 3, 0);
-  ENG_CHECK(r <= 65536, "attention 'random': option random_blocks must be <= 65536, got ", r);
-  const uint64_t seed = uint64_t(int_option(c, "random", "seed", int64_t(c.seed), 0));
+  const int64_t r = c.options.get_int("random_blocks", 3, IntRange{0, 65536});
+  const uint64_t seed = c.options.get_seed("seed", c.seed);  // the layer's seed may use all 64 bits
   return std::make_unique<SparseAttention>("random", c,
                                            [r, seed](const PatternGeometry& g) { return random_pattern(g, r, seed); });
 }

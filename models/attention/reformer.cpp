@@ -38,21 +38,19 @@ std::vector<double> as_doubles(const std::vector<int64_t>& v) { return std::vect
 }  // namespace
 
 ReformerAttention::ReformerAttention(const AttentionConfig& config)
-    : nb_(config.options.get_int("buckets", 32)),
-      rounds_(config.options.get_int("rounds", 1)),
-      chunk_(config.options.get_int("chunk", 64)),
+    : nb_(config.options.get_int("buckets", 32, IntRange::at_least(2))),
+      rounds_(config.options.get_int("rounds", 1, IntRange::at_least(1))),
+      chunk_(config.options.get_int("chunk", 64, IntRange::at_least(1))),
       dedup_(config.options.get_bool("dedup", false)),
       seed_(config.seed) {
   const std::string redraw = config.options.get_string("redraw", "every-call");
   ENG_CHECK(redraw == "every-call" || redraw == "fixed",
             "attention 'reformer': option redraw must be every-call or fixed, got '", redraw, "'");
   fixed_ = redraw == "fixed";
-  ENG_CHECK(nb_ >= 2 && nb_ % 2 == 0,
-            "attention 'reformer': option buckets must be even and >= 2 (argmax over [xR; -xR] has two buckets per "
-            "column of R), got ",
-            nb_);
-  ENG_CHECK(rounds_ >= 1, "attention 'reformer': option rounds must be >= 1, got ", rounds_);
-  ENG_CHECK(chunk_ >= 1, "attention 'reformer': option chunk must be >= 1, got ", chunk_);
+  ENG_CHECK(nb_ % 2 == 0, "attention 'reformer': option buckets must be even (argmax over [xR; -xR] has two buckets "
+            "per column of R), got ", nb_);
+  accepts_.why_not = "its keys are its own normalised queries (no KV cache), and logits exist only inside the sorted "
+                     "chunks";
   calls_ = register_buffer("hash_calls", zeros({1}, DType::I64));
 }
 
@@ -63,10 +61,10 @@ void ReformerAttention::set_call(int64_t call) {
 
 Tensor ReformerAttention::rotations(int64_t call, int64_t head_dim) const {
   const int64_t half = nb_ / 2, words = 2 * rounds_ * head_dim * half;  // every normal takes two words
-  ENG_CHECK(call >= 0 && call < (int64_t(1) << kDrawShift), "reformer rotations: call index ", call,
+  ENG_CHECK(call >= 0 && call < (int64_t(1) << kDrawShift), "attention 'reformer' rotations: call index ", call,
             " is outside [0, 2^32)");
-  ENG_CHECK(head_dim >= 1 && words < (int64_t(1) << kDrawShift), "reformer rotations: ", rounds_, " rounds of ",
-            head_dim, " x ", half, " rotations need more random words than one draw holds");
+  ENG_CHECK(head_dim >= 1 && words < (int64_t(1) << kDrawShift), "attention 'reformer' rotations: ", rounds_,
+            " rounds of ", head_dim, " x ", half, " rotations need more random words than one draw holds");
   const uint64_t draw = fixed_ ? 0 : uint64_t(call);
   Rng rng(seed_ ^ kStream, draw << kDrawShift);
   std::vector<double> r(size_t(rounds_ * head_dim * half));
@@ -100,24 +98,14 @@ std::vector<int64_t> ReformerAttention::hash(const Tensor& q, int64_t call) cons
 }
 
 Tensor ReformerAttention::buckets(const Tensor& q, int64_t call) const {
-  ENG_CHECK(q.dim() == 4, "reformer buckets: q must be [B, H, N, D], got ", q.shape());
+  ENG_CHECK(q.dim() == 4, "attention 'reformer' buckets: q must be [B, H, N, D], got ", q.shape());
   return from_vector(as_doubles(hash(q, call)), {rounds_, q.size(0), q.size(1), q.size(2)}, DType::I64);
 }
 
-Tensor ReformerAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
-  check_qkv(q, k, v, "reformer attention");
-  ENG_CHECK(q.size(2) == k.size(2),
-            "reformer attention: self-attention only (the keys are the normalised queries), got q ", q.shape(),
-            " and k ", k.shape());
+// k is not read: the keys are the normalised queries (shared QK); Attention::forward has checked its shape.
+Tensor ReformerAttention::attend(const Tensor& q, const Tensor&, const Tensor& v, const AttentionMask& mask) {
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), D = q.size(3);
-  check_attention_mask(mask, B, H, N, N, q.dtype(), "reformer attention");
-  ENG_CHECK(!mask.keep.defined() && !mask.bias.defined() && !mask.alibi_slopes.defined(),
-            "reformer attention: keep, bias and ALiBi masks are not supported (logits exist only inside the sorted "
-            "chunks); only causal and key_lengths are (q ",
-            q.shape(), ", k ", k.shape(), ")");
-  ENG_CHECK(!mask.causal || mask.query_offset == 0,
-            "reformer attention: causal masking needs query_offset 0 (no KV cache: the queries are the keys), got ",
-            mask.query_offset, " for q ", q.shape());
+  check_attention_mask(mask, B, H, N, N, q.dtype(), "attention 'reformer'");
   const int64_t call_index = call();
   if (training()) calls_.data<int64_t>()[0] = call_index + 1;  // counted only once every check has passed
   if (N == 0) return mul_scalar(v, 0.0);

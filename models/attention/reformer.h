@@ -32,7 +32,6 @@ class ReformerAttention : public Attention {
  public:
   explicit ReformerAttention(const AttentionConfig& config);
   std::string name() const override { return "reformer"; }
-  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
 
   // The call index the next forward hashes with; a training forward then advances it by one.
   int64_t call() const { return calls_.data<int64_t>()[0]; }
@@ -47,6 +46,9 @@ class ReformerAttention : public Attention {
   int64_t rounds() const { return rounds_; }
   int64_t chunk() const { return chunk_; }
   bool dedup() const { return dedup_; }
+
+ protected:
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
 
  private:
   std::vector<int64_t> hash(const Tensor& q, int64_t call) const;  // [rounds, B, H, N] row-major

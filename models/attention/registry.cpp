@@ -1,5 +1,7 @@
-
+// The attention registry (variants register themselves by name with ENG_REGISTER_ATTENTION, make_attention builds
+// one) and the typed getters of per-variant options, each checked against its range.
 #include "engine/error.h"
+#include "engine/parse_number.h"
 #include "models/attention/attention.h"
 
 namespace eng {
@@ -8,6 +10,7 @@ namespace {
 struct Entry {
   std::string description;
   AttentionFactory factory;
+  std::map<std::string, std::string> sweep;
 };
 
 std::map<std::string, Entry>& registry() {
@@ -23,36 +26,26 @@ void AttentionOptions::set_pair(const std::string& pair, const std::string& who)
   set(pair.substr(0, eq), pair.substr(eq + 1));
 }
 
-int64_t AttentionOptions::get_int(const std::string& key, int64_t fallback) const {
-  auto it = kv_.find(key);
-  if (it == kv_.end()) return fallback;
-  used_.insert(key);
-  size_t pos = 0;
-  int64_t v = 0;
-  try {
-    v = std::stoll(it->second, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  ENG_CHECK(pos == it->second.size() && pos > 0, "attention option ", key, ": expected an integer, got '",
-            it->second, "'");
-  return v;
+std::string AttentionOptions::option_name(const std::string& key) const {
+  return (variant_.empty() ? "attention" : "attention '" + variant_ + "':") + " option " + key;
 }
 
-double AttentionOptions::get_double(const std::string& key, double fallback) const {
+int64_t AttentionOptions::get_int(const std::string& key, int64_t fallback, IntRange range) const {
   auto it = kv_.find(key);
   if (it == kv_.end()) return fallback;
   used_.insert(key);
-  size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(it->second, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  ENG_CHECK(pos == it->second.size() && pos > 0, "attention option ", key, ": expected a number, got '", it->second,
-            "'");
-  return v;
+  return parse_int(it->second, range, option_name(key));
+}
+
+double AttentionOptions::get_double(const std::string& key, double fallback, RealRange range) const {
+  auto it = kv_.find(key);
+  if (it == kv_.end()) return fallback;
+  used_.insert(key);
+  return parse_real(it->second, range, option_name(key));
+}
+
+uint64_t AttentionOptions::get_seed(const std::string& key, uint64_t fallback) const {
+  return kv_.count(key) ? uint64_t(get_int(key, 0, IntRange::at_least(0))) : fallback;
 }
 
 std::string AttentionOptions::get_string(const std::string& key, const std::string& fallback) const {
@@ -74,20 +67,9 @@ void AttentionOptions::check_all_used(const std::string& variant) const {
     ENG_CHECK(used_.count(k), "attention '", variant, "': unknown option '", k, "'");
 }
 
-Tensor Attention::step(const Tensor&, const Tensor&, const Tensor&, AttentionState&, const AttentionMask&) {
-  fail("attention '", name(), "': no recurrent form (step) for this variant");
-}
-
-std::unique_ptr<AttentionState> Attention::memory_state(const Tensor&, const Tensor&, const AttentionMask&) const {
-  return nullptr;
-}
-
-Tensor Attention::attend_state(const Tensor&, const AttentionState&) const {
-  fail("attention '", name(), "': no memory digest (attend_state) for this variant");
-}
-
-bool register_attention(const std::string& name, const std::string& description, AttentionFactory factory) {
-  registry()[name] = Entry{description, std::move(factory)};
+bool register_attention(const std::string& name, const std::string& description, AttentionFactory factory,
+                        std::map<std::string, std::string> sweep) {
+  registry()[name] = Entry{description, std::move(factory), std::move(sweep)};
   return true;
 }
 
@@ -99,9 +81,21 @@ std::unique_ptr<Attention> make_attention(const std::string& name, const Attenti
     fail("attention: unknown variant '", name, "' (known: ", known, ")");
   }
   ENG_CHECK(config.heads >= 1 && config.head_dim >= 1, "attention '", name, "': heads and head_dim must be >= 1");
+  config.options.set_variant(name);
   auto a = it->second.factory(config);
   config.options.check_all_used(name);
+  if (config.causal) {  // a causal model: refused now, not at its first forward
+    AttentionMask causal;
+    causal.causal = true;
+    a->check_accepted(causal, 1, 1, "");
+  }
   return a;
+}
+
+std::map<std::string, std::string> attention_sweep_options(const std::string& name) {
+  auto it = registry().find(name);
+  ENG_CHECK(it != registry().end(), "attention: unknown variant '", name, "'");
+  return it->second.sweep;
 }
 
 std::vector<std::pair<std::string, std::string>> attention_variants() {

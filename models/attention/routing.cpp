@@ -61,15 +61,14 @@ int64_t real_length(const AttentionMask& mask, int64_t b, int64_t N) {
 RoutingAttention::RoutingAttention(const AttentionConfig& config)
     : heads_(config.heads),
       head_dim_(config.head_dim),
-      clusters_(config.options.get_int("clusters", 8)),
-      window_(config.options.get_int("window", 0)),
-      decay_(config.options.get_double("decay", 0.999)),
+      clusters_(config.options.get_int("clusters", 8, IntRange::at_least(1))),
+      window_(config.options.get_int("window", 0, IntRange::at_least(0))),  // 0: ceil(N / clusters)
+      decay_(config.options.get_double("decay", 0.999, RealRange::below(0, 1))),
       shared_qk_(config.options.get_bool("shared_qk", false)) {
-  ENG_CHECK(clusters_ >= 1, "attention 'routing': option clusters must be >= 1, got ", clusters_);
-  ENG_CHECK(window_ >= 0, "attention 'routing': option window must be >= 0 (0: ceil(N / clusters)), got ", window_);
-  ENG_CHECK(decay_ >= 0 && decay_ < 1, "attention 'routing': option decay must be in [0, 1), got ", decay_);
   ENG_CHECK(heads_ >= 1 && head_dim_ >= 1, "attention 'routing': needs heads >= 1 and head_dim >= 1 (the centroids "
             "are [heads, clusters, head_dim]), got ", heads_, " and ", head_dim_);
+  accepts_.why_not =
+      "queries and keys of one sequence are routed in pairs of sets (no KV cache), and logits exist only inside them";
   Rng rng(config.seed ^ kStream);
   centroids_ = register_buffer("centroids", randn({heads_, clusters_, head_dim_}, rng, DType::F64));
 }
@@ -80,15 +79,15 @@ int64_t RoutingAttention::window(int64_t n) const {
 }
 
 RoutingAttention::Routes RoutingAttention::routes(const Tensor& q, const Tensor& k, const AttentionMask& mask) const {
-  ENG_CHECK(q.dim() == 4 && k.dim() == 4 && q.shape() == k.shape(), "routing routes: q and k must be [B, H, N, D] "
-            "of one shape, got q ", q.shape(), " and k ", k.shape());
+  ENG_CHECK(q.dim() == 4 && k.dim() == 4 && q.shape() == k.shape(), "attention 'routing' routes: q and k must be "
+            "[B, H, N, D] of one shape, got q ", q.shape(), " and k ", k.shape());
   return route_normalised(layer_norm(q.detach(), Tensor(), Tensor()), layer_norm(k.detach(), Tensor(), Tensor()), mask);
 }
 
 RoutingAttention::Routes RoutingAttention::route_normalised(const Tensor& q, const Tensor& k,
                                                            const AttentionMask& mask) const {
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), D = q.size(3), C = clusters_, w = window(N);
-  ENG_CHECK(H == heads_ && D == head_dim_, "routing attention: q ", q.shape(), " needs ", heads_, " heads of dim ",
+  ENG_CHECK(H == heads_ && D == head_dim_, "attention 'routing': q ", q.shape(), " needs ", heads_, " heads of dim ",
             head_dim_, " (the centroids are [", heads_, ", ", C, ", ", head_dim_, "])");
   const std::vector<double> x = q.to_vector(), y = k.to_vector(), mu = centroids_.to_vector();
   std::vector<int64_t> qs(size_t(B * H * C * w)), ks(qs.size());
@@ -147,19 +146,10 @@ void RoutingAttention::update_centroids(const Tensor& qn, const Tensor& kn, cons
   }
 }
 
-Tensor RoutingAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
-  check_qkv(q, k, v, "routing attention");
-  ENG_CHECK(q.size(2) == k.size(2), "routing attention: self-attention only (queries and keys are routed to the "
-            "same centroids in pairs of sets), got q ", q.shape(), " and k ", k.shape());
+Tensor RoutingAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), D = q.size(3), Dv = v.size(3);
-  check_attention_mask(mask, B, H, N, N, q.dtype(), "routing attention");
-  ENG_CHECK(!mask.keep.defined() && !mask.bias.defined() && !mask.alibi_slopes.defined(),
-            "routing attention: keep, bias and ALiBi masks are not supported (logits exist only inside the routed "
-            "sets); only causal and key_lengths are (q ", q.shape(), ", k ", k.shape(), ")");
-  ENG_CHECK(!mask.causal || mask.query_offset == 0,
-            "routing attention: causal masking needs query_offset 0 (no KV cache), got ", mask.query_offset,
-            " for q ", q.shape());
-  ENG_CHECK(H == heads_ && D == head_dim_, "routing attention: q ", q.shape(), " needs ", heads_, " heads of dim ",
+  check_attention_mask(mask, B, H, N, N, q.dtype(), "attention 'routing'");
+  ENG_CHECK(H == heads_ && D == head_dim_, "attention 'routing': q ", q.shape(), " needs ", heads_, " heads of dim ",
             head_dim_, " (the centroids are [", heads_, ", ", clusters_, ", ", head_dim_, "])");
   if (N == 0) return mul_scalar(v, 0.0);
   const Tensor qn = layer_norm(q, Tensor(), Tensor()), kn = shared_qk_ ? qn : layer_norm(k, Tensor(), Tensor());

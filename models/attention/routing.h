@@ -36,7 +36,6 @@ class RoutingAttention : public Attention {
  public:
   explicit RoutingAttention(const AttentionConfig& config);
   std::string name() const override { return "routing"; }
-  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
 
   // The sets the current centroids give the raw q, k [B, H, N, D] (normalised here as forward does; key_lengths
   // rank padded keys last): queries and keys [B, H, C, w] (i64), each set in increasing position order.
@@ -49,6 +48,9 @@ class RoutingAttention : public Attention {
   int64_t clusters() const { return clusters_; }
   int64_t window(int64_t n) const;  // w used for a sequence of n positions
   double decay() const { return decay_; }
+
+ protected:
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
 
  private:
   Routes route_normalised(const Tensor& qn, const Tensor& kn, const AttentionMask& mask) const;

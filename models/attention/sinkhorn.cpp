@@ -37,24 +37,22 @@ SinkhornAttention::SinkhornAttention(const AttentionConfig& config)
     : heads_(config.heads),
       head_dim_(config.head_dim),
       max_len_(config.max_len),
-      block_(config.options.get_int("block", 64)),
-      iters_(config.options.get_int("iters", 5)),
-      sortcut_(config.options.get_int("sortcut", 0)),
-      temperature_(config.options.get_double("temperature", 0.75)) {
-  ENG_CHECK(block_ >= 1, "attention 'sinkhorn': option block must be >= 1, got ", block_);
-  ENG_CHECK(iters_ >= 1, "attention 'sinkhorn': option iters must be >= 1, got ", iters_);
-  ENG_CHECK(sortcut_ >= 0, "attention 'sinkhorn': option sortcut must be >= 0 (0: off), got ", sortcut_);
-  ENG_CHECK(temperature_ > 0 && std::isfinite(temperature_),
-            "attention 'sinkhorn': option temperature must be finite and > 0, got ", temperature_);
+      block_(config.options.get_int("block", 64, IntRange::at_least(1))),
+      iters_(config.options.get_int("iters", 5, IntRange::at_least(1))),
+      sortcut_(config.options.get_int("sortcut", 0, IntRange::at_least(0))),  // 0: off
+      temperature_(config.options.get_double("temperature", 0.75, RealRange::above(0))) {
   ENG_CHECK(max_len_ >= 1, "attention 'sinkhorn': needs AttentionConfig::max_len >= 1 (the sorting network has one "
             "output per block), got ", max_len_);
   ENG_CHECK(heads_ >= 1 && head_dim_ >= 1, "attention 'sinkhorn': needs heads >= 1 and head_dim >= 1, got ", heads_,
             " and ", head_dim_);
-  ENG_CHECK(!(config.causal && sortcut_ > 0), "attention 'sinkhorn': SortCut has no causal form (every query "
-            "attends to the first sorted blocks, drawn from the whole sequence); use sortcut=0 with causal");
   const int64_t nb_max = (max_len_ + block_ - 1) / block_;
   ENG_CHECK(sortcut_ <= nb_max, "attention 'sinkhorn': option sortcut = ", sortcut_, " exceeds the ", nb_max,
             " blocks of max_len ", max_len_);
+  accepts_.causal = sortcut_ == 0;
+  accepts_.why_not = sortcut_ == 0 ? "sorted keys are mixtures of positions, and query block i is paired with key "
+                                     "block i of one sequence (no KV cache)"
+                                   : "sorted keys are mixtures of positions, query block i is paired with key block i "
+                                     "of one sequence, and SortCut reads the first sorted blocks, drawn from all of it";
   Rng rng(config.seed ^ kStream);
   w_ = register_parameter("sort_net", mul_scalar(randn({heads_, head_dim_, nb_max}, rng, DType::F64),
                                                  1.0 / std::sqrt(double(head_dim_))));
@@ -101,33 +99,23 @@ Tensor SinkhornAttention::sinkhorn(const Tensor& keys, int64_t c, bool causal) c
 
 Tensor SinkhornAttention::sorting_matrix(const Tensor& k, const AttentionMask& mask) const {
   ENG_CHECK(k.dim() == 4 && k.size(1) == heads_ && k.size(3) == head_dim_ && k.size(2) >= 1,
-            "sinkhorn sorting_matrix: k must be [B, ", heads_, ", N >= 1, ", head_dim_, "], got ", k.shape());
-  ENG_CHECK(k.size(2) <= max_len_, "sinkhorn attention: k ", k.shape(), " has ", k.size(2),
+            "attention 'sinkhorn' sorting_matrix: k must be [B, ", heads_, ", N >= 1, ", head_dim_, "], got ",
+            k.shape());
+  ENG_CHECK(k.size(2) <= max_len_, "attention 'sinkhorn' sorting_matrix: k ", k.shape(), " has ", k.size(2),
             " positions, more than max_len ", max_len_, " that the sorting network was built for");
   return sinkhorn(padded(k, mask), block(k.size(2)), mask.causal);
 }
 
-Tensor SinkhornAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
-  check_qkv(q, k, v, "sinkhorn attention");
-  ENG_CHECK(q.size(2) == k.size(2), "sinkhorn attention: self-attention only (query block i is paired with key "
-            "block i), got q ", q.shape(), " and k ", k.shape());
+Tensor SinkhornAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), D = q.size(3), Dv = v.size(3);
-  check_attention_mask(mask, B, H, N, N, q.dtype(), "sinkhorn attention");
-  ENG_CHECK(!mask.keep.defined() && !mask.bias.defined() && !mask.alibi_slopes.defined(),
-            "sinkhorn attention: keep, bias and ALiBi masks are not supported (sorted keys are mixtures of "
-            "positions); only causal and key_lengths are (q ", q.shape(), ", k ", k.shape(), ")");
-  ENG_CHECK(!mask.causal || mask.query_offset == 0,
-            "sinkhorn attention: causal masking needs query_offset 0 (no KV cache), got ", mask.query_offset,
-            " for q ", q.shape());
-  ENG_CHECK(!(mask.causal && sortcut_ > 0), "sinkhorn attention: SortCut has no causal form, got a causal mask "
-            "with sortcut = ", sortcut_);
-  ENG_CHECK(H == heads_ && D == head_dim_, "sinkhorn attention: q ", q.shape(), " needs ", heads_, " heads of dim ",
+  check_attention_mask(mask, B, H, N, N, q.dtype(), "attention 'sinkhorn'");
+  ENG_CHECK(H == heads_ && D == head_dim_, "attention 'sinkhorn': q ", q.shape(), " needs ", heads_, " heads of dim ",
             head_dim_, " (the sorting network is [", heads_, ", ", head_dim_, ", nb])");
-  ENG_CHECK(N <= max_len_, "sinkhorn attention: q ", q.shape(), " has ", N, " positions, more than max_len ",
+  ENG_CHECK(N <= max_len_, "attention 'sinkhorn': q ", q.shape(), " has ", N, " positions, more than max_len ",
             max_len_, " that the sorting network was built for");
   if (N == 0) return mul_scalar(v, 0.0);
   const int64_t c = block(N), nb = (N + c - 1) / c, Np = nb * c;
-  ENG_CHECK(sortcut_ <= nb, "sinkhorn attention: sortcut = ", sortcut_, " exceeds the ", nb, " blocks of q ",
+  ENG_CHECK(sortcut_ <= nb, "attention 'sinkhorn': sortcut = ", sortcut_, " exceeds the ", nb, " blocks of q ",
             q.shape(), " (block ", c, ")");
   const Tensor keys = padded(k, mask), values = padded(v, mask);
   const Tensor p = sinkhorn(keys, c, mask.causal);  // [B, H, nb, nb]

@@ -41,7 +41,6 @@ class SinkhornAttention : public Attention {
  public:
   explicit SinkhornAttention(const AttentionConfig& config);
   std::string name() const override { return "sinkhorn"; }
-  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
 
   // P [B, H, nb, nb] for keys k [B, H, N, D] (differentiable in k and the sorting network), as forward uses it;
   // mask supplies key_lengths and causal.
@@ -52,6 +51,9 @@ class SinkhornAttention : public Attention {
   double temperature() const { return temperature_; }
   int64_t sortcut() const { return sortcut_; }
   const Tensor& sort_net() const { return w_; }  // [H, D, nb_max]
+
+ protected:
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
 
  private:
   // k [B, H, N, D] with padded keys zeroed and internal padding appended: [B, H, nb·c, D].

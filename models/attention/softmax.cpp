@@ -18,14 +18,13 @@ SoftmaxAttention::SoftmaxAttention(const AttentionConfig& config) {
   ENG_CHECK(impl == "auto" || impl == "flash" || impl == "naive",
             "attention 'softmax': option impl must be auto, flash or naive, got '", impl, "'");
   naive_ = impl == "naive";
-  if (config.options.items().count("scale")) {
-    scale_ = config.options.get_double("scale", 0.0);
-    ENG_CHECK(scale_ > 0 && std::isfinite(scale_), "attention 'softmax': option scale must be > 0, got ", scale_);
-  }
+  accepts_.keep = accepts_.bias = accepts_.alibi = accepts_.query_offset = accepts_.cross = true;
+  accepts_.grouped_step = true;
+  accepts_.cuda = !naive_;  // the flash kernel has a CUDA form
+  scale_ = config.options.get_double("scale", 0.0, RealRange::above(0));  // 0: 1/sqrt(D)
 }
 
-Tensor SoftmaxAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
-  check_qkv(q, k, v, "softmax attention");
+Tensor SoftmaxAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
   const double scale = scale_ > 0 ? scale_ : 1.0 / std::sqrt(double(q.size(3)));
   return naive_ ? naive_attention(q, k, v, mask, scale) : flash_attention(q, k, v, mask, scale);
 }
@@ -48,25 +47,19 @@ Tensor grow(const Tensor& old, const Tensor& like, int64_t capacity, int64_t len
 
 }  // namespace
 
-Tensor SoftmaxAttention::step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
-                              const AttentionMask& mask) {
-  ENG_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && k.size(1) >= 1 && q.size(1) % k.size(1) == 0,
-            "softmax step: q [B, H, 1, D], k [B, G, 1, D] and v [B, G, 1, Dv] with G dividing H, got q ", q.shape(),
-            ", k ", k.shape(), ", v ", v.shape());
-  check_qkv(q, repeat_heads(k, q.size(1)), repeat_heads(v, q.size(1)), "softmax step");
-  ENG_CHECK(q.size(2) == 1 && k.size(2) == 1, "softmax step: takes one position, got q ", q.shape(), " and k ",
-            k.shape());
+Tensor SoftmaxAttention::attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                                     const AttentionMask& mask) {
   auto* cache = dynamic_cast<KVCacheState*>(&state);
-  ENG_CHECK(cache, "softmax step: the state was not made by this variant's new_state()");
+  ENG_CHECK(cache, "attention 'softmax' step: the state was not made by this variant's new_state()");
   const int64_t t = cache->length;  // this position; the caller advances length afterwards
-  ENG_CHECK(t >= 0 && t <= cache->stored, "softmax step: state.length is ", t, " but the cache holds ", cache->stored,
+  ENG_CHECK(t >= 0 && t <= cache->stored, "attention 'softmax' step: state.length is ", t, " but the cache holds ", cache->stored,
             " positions (advance length by one after each step)");
   if (cache->k.defined()) {
     const Tensor& ck = cache->k;
     const Tensor& cv = cache->v;
     ENG_CHECK(k.size(0) == ck.size(0) && k.size(1) == ck.size(1) && k.size(3) == ck.size(3) &&
                   v.size(3) == cv.size(3) && k.dtype() == ck.dtype(),
-              "softmax step: k ", k.shape(), " and v ", v.shape(), " do not match the cache of keys ", ck.shape(),
+              "attention 'softmax' step: k ", k.shape(), " and v ", v.shape(), " do not match the cache of keys ", ck.shape(),
               " and values ", cv.shape());
   }
   if (t == cache->capacity()) {

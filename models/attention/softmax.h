@@ -30,11 +30,12 @@ class SoftmaxAttention : public Attention {
  public:
   explicit SoftmaxAttention(const AttentionConfig& config);
   std::string name() const override { return "softmax"; }
-  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
   std::unique_ptr<AttentionState> new_state() const override;
-  Tensor step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
-              const AttentionMask& mask) override;
-  bool grouped_step() const override { return true; }
+
+ protected:
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
+  Tensor attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                     const AttentionMask& mask) override;
 
  private:
   bool naive_ = false;

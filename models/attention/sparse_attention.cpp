@@ -12,10 +12,8 @@ constexpr int64_t kMaxBlock = 256;  // a thread holds two block x block tiles
 constexpr size_t kMaxCached = 8;    // layouts kept per variant instance
 }  // namespace
 
-int64_t sparse_block(const AttentionConfig& c, const std::string& variant) {
-  const int64_t b = int_option(c, variant, "block", 64, 1);
-  ENG_CHECK(b <= kMaxBlock, "attention '", variant, "': option block must be <= ", kMaxBlock, ", got ", b);
-  return b;
+int64_t sparse_block(const AttentionConfig& c) {
+  return c.options.get_int("block", 64, IntRange{1, kMaxBlock});
 }
 
 SparseAttention::SparseAttention(std::string name, const AttentionConfig& config, PatternBuilder builder,
@@ -23,13 +21,14 @@ SparseAttention::SparseAttention(std::string name, const AttentionConfig& config
     : name_(std::move(name)),
       no_causal_(std::move(no_causal)),
       builder_(std::move(builder)),
-      block_(sparse_block(config, name_)),
+      block_(sparse_block(config)),
       causal_(config.causal) {
-  if (!no_causal_.empty()) refuse_causal(config, name_, no_causal_);
-  if (config.options.items().count("scale")) {
-    scale_ = config.options.get_double("scale", 0.0);
-    ENG_CHECK(scale_ > 0 && std::isfinite(scale_), "attention '", name_, "': option scale must be > 0, got ", scale_);
-  }
+  accepts_.causal = accepts_.query_offset = no_causal_.empty();
+  accepts_.alibi = true;
+  accepts_.cross = true;  // fewer queries than keys: positions query_offset .. of the key sequence (checked by layout)
+  accepts_.why_not = "the pattern is the mask";
+  if (!no_causal_.empty()) accepts_.why_not += ", and it has no causal form: " + no_causal_;
+  scale_ = config.options.get_double("scale", 0.0, RealRange::above(0));  // 0: 1/sqrt(D)
 }
 
 std::shared_ptr<const BlockSparseLayout> SparseAttention::layout(int64_t heads, int64_t Lq, int64_t Lk,
@@ -55,10 +54,7 @@ std::shared_ptr<const BlockSparseLayout> SparseAttention::layout(int64_t heads, 
   return made;
 }
 
-Tensor SparseAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
-  check_qkv(q, k, v, name_.c_str());
-  ENG_CHECK(!mask.keep.defined() && !mask.bias.defined(), "attention '", name_,
-            "': dense keep and bias masks are not supported (the pattern is the mask)");
+Tensor SparseAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
   const double scale = scale_ > 0 ? scale_ : 1.0 / std::sqrt(double(q.size(3)));
   AttentionMask m = mask;
   m.causal = false;  // the pattern's rule decides causality

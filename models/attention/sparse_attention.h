@@ -7,8 +7,8 @@
 //
 // Causal: a causal model (AttentionConfig::causal) or a causal mask lays the pattern's causal form; the pattern's
 // rule includes causality, so the kernel gets no causal flag of its own. Variants without a causal form refuse
-// both. Queries are positions query_offset .. query_offset + Lq - 1 of the key sequence (Lq + query_offset <= Lk).
-// Key padding (key_lengths) and ALiBi pass to the kernel; dense keep/bias masks are refused.
+// both. Queries are positions query_offset .. query_offset + Lq - 1 of the key sequence (Lq + query_offset <= Lk),
+// causal or not. Key padding (key_lengths) and ALiBi pass to the kernel; dense keep/bias masks are refused.
 //
 // Layouts are cached per (heads, Lq, Lk, query_offset, causal): building one evaluates the rule on every listed
 // block, O(N w) calls, so a training loop builds it once.
@@ -29,10 +29,12 @@ class SparseAttention : public Attention {
   // `no_causal`: empty when the pattern has a causal form, else why it has none (said when refusing).
   SparseAttention(std::string name, const AttentionConfig& config, PatternBuilder builder, std::string no_causal = "");
   std::string name() const override { return name_; }
-  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
   // The layout the kernel runs for `heads` heads, Lq queries from position query_offset and Lk keys.
   std::shared_ptr<const BlockSparseLayout> layout(int64_t heads, int64_t Lq, int64_t Lk, int64_t query_offset,
                                                   bool causal);
+
+ protected:
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
 
  private:
   std::string name_, no_causal_;
@@ -44,6 +46,6 @@ class SparseAttention : public Attention {
 };
 
 // The `block` option (what SparseAttention will use), for patterns whose defaults follow it.
-int64_t sparse_block(const AttentionConfig& c, const std::string& variant);
+int64_t sparse_block(const AttentionConfig& c);
 
 }  // namespace eng

@@ -40,9 +40,8 @@ class Summary : public SparsePattern {
 };
 
 std::unique_ptr<Attention> make_sparse_fixed(const AttentionConfig& c) {
-  const int64_t l = int_option(c, "sparse-fixed", "stride", sparse_block(c, "sparse-fixed"), 1);
-  const int64_t s = int_option(c, "sparse-fixed", "summary", std::max<int64_t>(1, l / 8), 1);
-  ENG_CHECK(s <= l, "attention 'sparse-fixed': option summary must be <= stride (", l, "), got ", s);
+  const int64_t l = c.options.get_int("stride", sparse_block(c), IntRange::at_least(1));
+  const int64_t s = c.options.get_int("summary", std::max<int64_t>(1, l / 8), IntRange{1, l});  // at most the stride
   const bool merged = read_merged(c, "sparse-fixed");
   return std::make_unique<SparseAttention>("sparse-fixed", c, [l, s, merged](const PatternGeometry& g) {
     return factorized(g, "sparse-fixed", std::make_unique<FixedLocal>(g, l), std::make_unique<Summary>(g, l, s),

@@ -65,13 +65,6 @@ PatternPtr per_head(const PatternGeometry& g, std::vector<PatternPtr> parts, std
   return std::make_unique<PerHead>(g, std::move(parts), std::move(choose));
 }
 
-int64_t int_option(const AttentionConfig& c, const std::string& variant, const std::string& key, int64_t fallback,
-                   int64_t min) {
-  const int64_t v = c.options.get_int(key, fallback);
-  ENG_CHECK(v >= min, "attention '", variant, "': option ", key, " must be >= ", min, ", got ", v);
-  return v;
-}
-
 int64_t image_width(int64_t width, int64_t n, const std::string& variant) {
   if (width > 0) return width;
   int64_t side = int64_t(std::sqrt(double(n)));
@@ -80,10 +73,6 @@ int64_t image_width(int64_t width, int64_t n, const std::string& variant) {
   ENG_CHECK(side * side == n, "attention '", variant, "': ", n,
             " positions are not a square image; give the image width with option width");
   return std::max<int64_t>(side, 1);
-}
-
-void refuse_causal(const AttentionConfig& c, const std::string& variant, const std::string& why) {
-  ENG_CHECK(!c.causal, "attention '", variant, "': no causal form (", why, ")");
 }
 
 }  // namespace eng

@@ -62,13 +62,8 @@ PatternPtr union_of(const PatternGeometry& g, std::vector<PatternPtr> parts);
 // Head h follows parts[choose(h)]: per-head patterns (Longformer's dilated heads, Sparse Transformer's factors).
 PatternPtr per_head(const PatternGeometry& g, std::vector<PatternPtr> parts, std::function<size_t(int64_t)> choose);
 
-// Option helpers: an integer option of `variant` that must be >= min (errors name the variant and the option).
-int64_t int_option(const AttentionConfig& c, const std::string& variant, const std::string& key, int64_t fallback,
-                   int64_t min);
 // The width of the image that n positions lay out in raster order: `width` when > 0, else the side of a square
 // image (n must then be a perfect square). Errors name the variant.
 int64_t image_width(int64_t width, int64_t n, const std::string& variant);
-// The refusal of a causal model by a variant without a causal form, saying why.
-void refuse_causal(const AttentionConfig& c, const std::string& variant, const std::string& why);
 
 }  // namespace eng

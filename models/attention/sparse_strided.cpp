@@ -13,7 +13,7 @@ namespace eng {
 namespace {
 
 std::unique_ptr<Attention> make_sparse_strided(const AttentionConfig& c) {
-  const int64_t l = int_option(c, "sparse-strided", "stride", sparse_block(c, "sparse-strided"), 1);
+  const int64_t l = c.options.get_int("stride", sparse_block(c), IntRange::at_least(1));
   const bool merged = read_merged(c, "sparse-strided");
   return std::make_unique<SparseAttention>("sparse-strided", c, [l, merged](const PatternGeometry& g) {
     // A2 is a dilated window wide enough to reach the whole sequence

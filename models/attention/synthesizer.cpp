@@ -35,6 +35,8 @@ SynthesizerAttention::SynthesizerAttention(const AttentionConfig& config)
             "key position), got ", max_len_);
   ENG_CHECK(heads_ >= 1 && head_dim_ >= 1, "attention 'synthesizer': needs heads and head_dim >= 1, got ", heads_,
             " and ", head_dim_);
+  // Every mask acts through the dense additive term on the synthesised logits.
+  accepts_.keep = accepts_.bias = accepts_.alibi = accepts_.query_offset = accepts_.cross = true;
   Rng rng(config.seed ^ kStream);
   if (kind_ == Kind::Random) {
     const Tensor r = randn({heads_, max_len_, max_len_}, rng);
@@ -48,16 +50,15 @@ SynthesizerAttention::SynthesizerAttention(const AttentionConfig& config)
   b2_ = register_parameter("b2", rand({heads_, 1, max_len_}, rng, DType::F32, -bound, bound));
 }
 
-Tensor SynthesizerAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
-  check_qkv(q, k, v, "synthesizer attention");
+Tensor SynthesizerAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
   const int64_t B = q.size(0), H = q.size(1), Lq = q.size(2), Lk = k.size(2);
-  ENG_CHECK(H == heads_ && q.size(3) == head_dim_, "synthesizer attention: built for ", heads_, " heads of dim ",
+  ENG_CHECK(H == heads_ && q.size(3) == head_dim_, "attention 'synthesizer': built for ", heads_, " heads of dim ",
             head_dim_, ", got q ", q.shape());
   const int64_t first = mask.query_offset;  // absolute position of query 0: its row of R
   ENG_CHECK(Lk <= max_len_ && (kind_ == Kind::Dense || (first >= 0 && first + Lq <= max_len_)),
-            "synthesizer attention: q ", q.shape(), " (from position ", first, ") and k ", k.shape(),
+            "attention 'synthesizer': q ", q.shape(), " (from position ", first, ") and k ", k.shape(),
             " exceed max_len ", max_len_, " (one synthesised logit per position up to max_len)");
-  check_attention_mask(mask, B, H, Lq, Lk, q.dtype(), "synthesizer attention");
+  check_attention_mask(mask, B, H, Lq, Lk, q.dtype(), "attention 'synthesizer'");
   Tensor logits;
   if (kind_ == Kind::Dense) {
     const DType t = q.dtype();
@@ -67,7 +68,7 @@ Tensor SynthesizerAttention::forward(const Tensor& q, const Tensor& k, const Ten
     // [1, H, Lq, Lk]: the same synthesised weights for every batch element
     logits = unsqueeze(narrow(narrow(r_.to(q.dtype()), 1, first, Lq), 2, 0, Lk), 0);
   }
-  if (mask.any()) logits = add(logits, dense_attention_mask(mask, B, H, Lq, Lk, q.dtype(), "synthesizer attention"));
+  if (mask.any()) logits = add(logits, dense_attention_mask(mask, B, H, Lq, Lk, q.dtype(), "attention 'synthesizer'"));
   return matmul(softmax(logits, -1), v);
 }
 

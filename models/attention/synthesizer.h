@@ -32,7 +32,6 @@ class SynthesizerAttention : public Attention {
 
   explicit SynthesizerAttention(const AttentionConfig& config);
   std::string name() const override { return "synthesizer"; }
-  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
 
   Kind kind() const { return kind_; }
   // dense: w1 [H, D, D], b1 [H, 1, D], w2 [H, D, max_len], b2 [H, 1, max_len] (x · W convention: B = σ(q W1 + b1) W2
@@ -42,6 +41,9 @@ class SynthesizerAttention : public Attention {
   const Tensor& w2() const { return w2_; }
   const Tensor& b2() const { return b2_; }
   const Tensor& r() const { return r_; }
+
+ protected:
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
 
  private:
   Kind kind_;

@@ -36,35 +36,34 @@ Tensor mix_heads(const Tensor& x, const Tensor& p) {
 
 Tensor talking_heads_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& p_l,
                                const Tensor& p_w, const AttentionMask& mask, double scale) {
-  check_qkv(q, k, v, "talking-heads attention");
+  check_qkv(q, k, v, "attention 'talking-heads'");
   const int64_t B = q.size(0), H = q.size(1), Lq = q.size(2), Lk = k.size(2);
   const Shape square{H, H};
-  ENG_CHECK(p_l.shape() == square && p_w.shape() == square, "talking-heads attention: P_l ", p_l.shape(),
+  ENG_CHECK(p_l.shape() == square && p_w.shape() == square, "attention 'talking-heads': P_l ", p_l.shape(),
             " and P_w ", p_w.shape(), " must be [", H, ", ", H, "] for q ", q.shape());
-  check_attention_mask(mask, B, H, Lq, Lk, q.dtype(), "talking-heads attention");
+  check_attention_mask(mask, B, H, Lq, Lk, q.dtype(), "attention 'talking-heads'");
   const Tensor& keep = mask.keep;
   ENG_CHECK(!keep.defined() || keep.dim() < 3 || keep.size(keep.dim() - 3) == 1,
-            "talking-heads attention: a keep mask must be the same for every head (P_w mixes the weights of all "
+            "attention 'talking-heads': a keep mask must be the same for every head (P_w mixes the weights of all "
             "heads, so a key hidden from one head would return through another), got keep ", keep.shape(),
             " for q ", q.shape());
   Tensor logits = mix_heads(mul_scalar(matmul(q, transpose(k, -2, -1)), scale), p_l.to(q.dtype()));
-  if (mask.any()) logits = add(logits, dense_attention_mask(mask, B, H, Lq, Lk, q.dtype(), "talking-heads attention"));
+  if (mask.any())
+    logits = add(logits, dense_attention_mask(mask, B, H, Lq, Lk, q.dtype(), "attention 'talking-heads'"));
   return matmul(mix_heads(softmax(logits, -1), p_w.to(q.dtype())), v);
 }
 
 TalkingHeadsAttention::TalkingHeadsAttention(const AttentionConfig& config) : heads_(config.heads) {
   ENG_CHECK(heads_ >= 1, "attention 'talking-heads': needs heads >= 1, got ", heads_);
-  if (config.options.items().count("scale")) {
-    scale_ = config.options.get_double("scale", 0.0);
-    ENG_CHECK(scale_ > 0 && std::isfinite(scale_), "attention 'talking-heads': option scale must be > 0, got ", scale_);
-  }
+  scale_ = config.options.get_double("scale", 0.0, RealRange::above(0));  // 0: 1/sqrt(D)
+  // Every mask is added to the mixed logits; a keep mask must be the same for every head (checked per call).
+  accepts_.keep = accepts_.bias = accepts_.alibi = accepts_.query_offset = accepts_.cross = true;
   p_l_ = register_parameter("P_l", identity(heads_));
   p_w_ = register_parameter("P_w", identity(heads_));
 }
 
-Tensor TalkingHeadsAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
-  check_qkv(q, k, v, "talking-heads attention");
-  ENG_CHECK(q.size(1) == heads_, "talking-heads attention: built for ", heads_, " heads, got q ", q.shape());
+Tensor TalkingHeadsAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
+  ENG_CHECK(q.size(1) == heads_, "attention 'talking-heads': built for ", heads_, " heads, got q ", q.shape());
   const double scale = scale_ > 0 ? scale_ : 1.0 / std::sqrt(double(q.size(3)));
   return talking_heads_attention(q, k, v, p_l_, p_w_, mask, scale);
 }

@@ -36,10 +36,12 @@ class TalkingHeadsAttention : public Attention {
  public:
   explicit TalkingHeadsAttention(const AttentionConfig& config);
   std::string name() const override { return "talking-heads"; }
-  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
 
   const Tensor& p_l() const { return p_l_; }
   const Tensor& p_w() const { return p_w_; }
+
+ protected:
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
 
  private:
   int64_t heads_;

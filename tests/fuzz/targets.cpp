@@ -10,6 +10,7 @@
 #include "datasets/text.h"
 #include "engine/cli.h"
 #include "engine/error.h"
+#include "engine/rng.h"
 #include "engine/safetensors.h"
 #include "models/attention/attention.h"
 
@@ -112,8 +113,8 @@ int cli(const uint8_t* data, size_t size) {
     for (const std::string& kv : opts) o.set_pair(kv, "fuzz");
     for (const auto& item : o.items()) {
       const std::string& key = item.first;
-      expect_result_or_error([&] { (void)o.get_int(key, 0); });
-      expect_result_or_error([&] { (void)o.get_double(key, 0); });
+      expect_result_or_error([&] { (void)o.get_int(key, 0, IntRange{}); });
+      expect_result_or_error([&] { (void)o.get_double(key, 0, RealRange{}); });
       expect_result_or_error([&] { (void)o.get_bool(key, false); });
     }
   });

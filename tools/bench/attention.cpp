@@ -14,10 +14,10 @@
 #include "engine/cli.h"
 #include "engine/cuda.h"
 #include "engine/error.h"
+#include "engine/parse_number.h"
 #include "engine/rng.h"
 #include "engine/threadpool.h"
 #include "models/attention/attention.h"
-#include "models/attention/bp_transformer.h"
 #include "ops/reduce.h"
 #include "tools/bench.h"
 #include "tools/bench/svg_plot.h"
@@ -29,6 +29,7 @@ namespace {
 struct Spec {
   std::string variant;
   bool causal = false;
+  int64_t max_log2 = 24;             // measured up to N = 2^max_log2 (a quadratic variant stops early)
   std::vector<std::string> options;  // name=value, for this variant only
   std::string label() const {
     std::string l = variant;
@@ -37,7 +38,8 @@ struct Spec {
   }
 };
 
-// "softmax:causal,reformer:causal:rounds=4,linear" -> specs: after the name, ':causal' and ':name=value' options.
+// "softmax:causal:max-log2=13,reformer:causal:rounds=4,linear" -> specs: after the name, ':causal', ':max-log2=K'
+// (the bench's own: stop this variant at N = 2^K) and ':name=value' options of the variant.
 std::vector<Spec> parse_specs(const std::string& list) {
   std::vector<Spec> specs;
   std::stringstream ss(list);
@@ -51,6 +53,8 @@ std::vector<Spec> parse_specs(const std::string& list) {
     while (std::getline(parts, part, ':')) {
       if (part == "causal") {
         s.causal = true;
+      } else if (part.rfind("max-log2=", 0) == 0) {
+        s.max_log2 = parse_int(part.substr(9), IntRange{0, 24}, "bench attention: '" + item + "': max-log2");
       } else {
         ENG_CHECK(part.find('=') != std::string::npos, "bench attention: '", item, "': '", part,
                   "' is neither 'causal' nor an option name=value");
@@ -61,12 +65,6 @@ std::vector<Spec> parse_specs(const std::string& list) {
   }
   ENG_CHECK(!specs.empty(), "bench attention: --variants is empty");
   return specs;
-}
-
-// The positions a variant attends over for N tokens: N, except bp-transformer, whose sequence is the tokens
-// followed by the span nodes of their binary partition (about 2N).
-int64_t positions_for(const Spec& s, int64_t tokens) {
-  return s.variant == "bp-transformer" ? BinaryPartition(tokens).length() : tokens;
 }
 
 struct Result {
@@ -129,13 +127,13 @@ Result measure(Attention& attn, bool causal, int64_t batch, int64_t heads, int64
 int bench_attention(int argc, char** argv) {
   Cli cli("bench attention",
           "Forward + backward time and peak memory per sample against sequence length (the paper's Figure 1).");
-  auto& variants = cli.add_string("variants", "softmax:causal,linear,causal-linear,performer:causal",
-                                  "comma-separated variants; ':causal' gives one a causal mask, ':name=value' an option "
-                                  "of its own (e.g. reformer:causal:rounds=4); bp-transformer runs N tokens plus "
-                                  "their span nodes");
+  auto& variants = cli.add_string("variants", "softmax:causal:max-log2=13,linear,causal-linear,performer:causal",
+                                  "comma-separated variants; ':causal' gives one a causal mask, ':max-log2=K' stops it "
+                                  "at N = 2^K (softmax's N^2 time), ':name=value' an option of its own (e.g. "
+                                  "reformer:causal:rounds=4); a variant that adds positions of its own (bp-transformer's "
+                                  "span nodes) runs N tokens plus those");
   auto& min_log = cli.add_int("min-log2", 9, {0, 24}, "shortest sequence: 2^min-log2");
   auto& max_log = cli.add_int("max-log2", 16, {0, 24}, "longest sequence: 2^max-log2");
-  auto& softmax_max = cli.add_int("softmax-max-log2", 13, {0, 24}, "softmax only up to 2^this (its N^2 time)");
   auto& tokens = cli.add_int("tokens", 1 << 14, {1, 1 << 30}, "token budget: batch = max(1, tokens / N)");
   auto& fixed_batch =
       cli.add_int("batch", 0, {0, 1 << 20}, "fixed batch instead of the token budget (0: use --tokens)");
@@ -143,8 +141,8 @@ int bench_attention(int argc, char** argv) {
   auto& dim = cli.add_int("head-dim", 64, {1, 1 << 16}, "head dimension (queries, keys and values)");
   auto& reps = cli.add_int("reps", 3, {1, 1000000}, "repetitions per point (the median is reported)");
   auto& threads = cli.add_int("threads", 2, {1, 1024}, "threads");
-  auto& device_name = cli.add_string("device", "cpu", "'cpu', or 'cuda' (a CUDA=1 build; the variants that dispatch "
-                                     "to it: softmax, causal-linear)");
+  auto& device_name = cli.add_string("device", "cpu", "'cpu', or 'cuda' (a CUDA=1 build; variants whose forward "
+                                     "dispatches to it)");
   auto& svg = cli.add_string("svg", "", "also write a log-log plot of time per sample to this SVG file");
   auto& opts = cli.add_list("attn-opt", "an option name=value given to every listed variant (e.g. window=2048)");
   if (!cli.parse(argc, argv, 2)) return 0;
@@ -163,10 +161,13 @@ int bench_attention(int argc, char** argv) {
     c.heads = heads;
     c.head_dim = dim;
     c.causal = s.causal;
-    c.max_len = positions_for(s, int64_t(1) << max_log);  // length-sized parameters (linformer) fit the longest N
     for (const std::string& kv : opts) c.options.set_pair(kv, "bench attention");
     for (const std::string& kv : s.options) c.options.set_pair(kv, "bench attention");
+    // Length-sized parameters (linformer) fit the longest N, counted in the variant's own positions.
+    c.max_len = make_attention(s.variant, c)->positions(int64_t(1) << max_log);
     mechs.push_back(make_attention(s.variant, c));
+    ENG_CHECK(device == Device::CPU || mechs.back()->accepts().cuda, "bench attention --device cuda: attention '",
+              s.variant, "' has no CUDA form (docs/cuda.md)");
   }
   std::printf("bench attention: %lld heads, head dim %lld, f32, %s, %s; time (ms) and peak memory (MiB) per "
               "sample, forward + backward, median of %lld\n",
@@ -186,13 +187,13 @@ int bench_attention(int argc, char** argv) {
     std::printf("%8lld %6lld", (long long)N, (long long)batch);
     for (size_t i = 0; i < specs.size(); ++i) {
       series[i].x.push_back(double(N));
-      if (specs[i].variant == "softmax" && lg > softmax_max) {
+      if (lg > specs[i].max_log2) {
         series[i].y.push_back(0);
-        std::printf(" | %26s", "(skipped: N^2)");
+        std::printf(" | %26s", "(skipped: > max-log2)");
         continue;
       }
       const Result r =
-          measure(*mechs[i], specs[i].causal, batch, heads, positions_for(specs[i], N), dim, int(reps), device);
+          measure(*mechs[i], specs[i].causal, batch, heads, mechs[i]->positions(N), dim, int(reps), device);
       series[i].y.push_back(r.seconds);
       std::printf(" | %11.2f ms %9.1f MiB", r.seconds * 1e3, r.mib);
     }

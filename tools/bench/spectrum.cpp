@@ -43,8 +43,11 @@ std::vector<Tensor>& captured() {
 // is rebuilt with it in place of softmax: it has no parameters, so the checkpoint loads unchanged.
 class ProbeAttention : public Attention {
  public:
+  ProbeAttention() { accepts_.keep = accepts_.bias = accepts_.alibi = accepts_.query_offset = accepts_.cross = true; }
   std::string name() const override { return "spectrum-probe"; }
-  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override {
+
+ protected:
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override {
     const int64_t B = q.size(0), H = q.size(1), Lq = q.size(2), Lk = k.size(2);
     const Tensor logits = add(mul_scalar(matmul(q, transpose(k, 2, 3)), 1 / std::sqrt(double(q.size(3)))),
                               dense_attention_mask(mask, B, H, Lq, Lk, q.dtype(), "spectrum probe"));
