@@ -82,6 +82,17 @@ void Cli::add_positionals(const std::string& usage, const std::string& help, siz
   max_positional_ = max;
 }
 
+void Cli::refuse(const std::string& name, const std::string& why) {
+  ENG_CHECK(!by_name_.count(name), "cli: flag --", name, " is both declared and refused");
+  refused_[name] = why;
+}
+
+std::vector<std::string> Cli::names() const {
+  std::vector<std::string> names;
+  for (const auto& f : flags_) names.push_back(f->name);
+  return names;
+}
+
 bool Cli::was_set(const std::string& name) const {
   auto it = by_name_.find(name);
   return it != by_name_.end() && it->second->set;
@@ -125,6 +136,8 @@ bool Cli::parse(int argc, char** argv, int first) {
       has_value = true;
     }
     auto it = by_name_.find(name);
+    if (auto why = refused_.find(name); it == by_name_.end() && why != refused_.end())
+      fail(program_, ": --", name, " ", why->second);
     ENG_CHECK(it != by_name_.end(), program_, ": unknown flag --", name, " (see --help)");
     Flag& f = *it->second;
     if (!has_value && f.kind == Flag::Bool) {

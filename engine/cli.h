@@ -28,11 +28,15 @@ class Cli {
   // The arguments that are not flags: `usage` names them in the usage line (e.g. "[NAME=]LOG.csv ..."), `help`
   // explains them. Without this call a program takes none, and any is an error.
   void add_positionals(const std::string& usage, const std::string& help, size_t max = SIZE_MAX);
+  // A flag this run does not take though the program knows it (another mode's, e.g. another task's): given, it
+  // is refused as "<program>: --<name> <why>" rather than as an unknown flag. It is not listed by help().
+  void refuse(const std::string& name, const std::string& why);
 
   // Parses argv[first..]; positional arguments are returned. Returns false after printing help for --help.
   bool parse(int argc, char** argv, int first = 1);
   const std::vector<std::string>& positional() const { return positional_; }
   bool was_set(const std::string& name) const;
+  std::vector<std::string> names() const;  // the declared flags, in the order of declaration
   std::string help() const;
   std::string usage() const;  // the first line of help(): "usage: train [flags] TASK"
 
@@ -42,6 +46,7 @@ class Cli {
   std::string program_, summary_;
   std::vector<std::unique_ptr<Flag>> flags_;
   std::map<std::string, Flag*> by_name_;
+  std::map<std::string, std::string> refused_;  // name -> why
   std::vector<std::string> positional_;
   std::string positional_usage_, positional_help_;
   size_t max_positional_ = 0;

@@ -104,20 +104,71 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Modu
   return f.metadata;
 }
 
-void check_checkpoint_config(const std::string& path, const std::map<std::string, std::string>& metadata,
-                             const std::map<std::string, std::string>& config) {
-  for (const auto& [k, v] : config) {
-    auto it = metadata.find("config." + k);
-    ENG_CHECK(it != metadata.end(), "checkpoint ", path, ": no config key '", k, "' (not a checkpoint of this tool?)");
-    ENG_CHECK(it->second == v, "checkpoint ", path, " is for a different model: ", k, " = ", terminal_text(it->second),
-              " in the checkpoint, ", v, " requested");
+namespace {
+
+// The task's keys as train wrote them under "config." before they had a prefix of their own. The list is closed:
+// since then a task's keys are written only as "task.<key>".
+bool old_form_task_key(const std::string& key) {
+  for (const char* k : {"task", "symbols", "fixed_length", "phonemes", "features", "noise", "min_labels",
+                        "max_labels", "min_duration", "max_duration", "patch"})
+    if (key == k) return true;
+  return false;
+}
+
+// `wanted` against `recorded` (both without prefix), naming a key as `prefix` + key; a key only `recorded` has
+// is a difference unless `extra_allowed`.
+void check_keys(const std::string& path, const std::map<std::string, std::string>& recorded,
+                const std::map<std::string, std::string>& wanted, const std::string& prefix, bool extra_allowed) {
+  for (const auto& [k, v] : wanted) {
+    auto it = recorded.find(k);
+    ENG_CHECK(it != recorded.end(), "checkpoint ", path, ": no ", prefix.empty() ? "config" : "task", " key '",
+              prefix, k, "' (not a checkpoint of this tool?)");
+    ENG_CHECK(it->second == v, "checkpoint ", path, " is for a different model: ", prefix, k, " = ",
+              terminal_text(it->second), " in the checkpoint, ", v, " requested");
   }
   // Keys written only when they differ from a default (kv_heads, reversible) must not be silently dropped.
-  for (const auto& [key, value] : metadata)
-    if (key.rfind("config.", 0) == 0)
-      ENG_CHECK(config.count(key.substr(7)), "checkpoint ", path, " is for a different model: ",
-                terminal_text(key.substr(7)), " = ", terminal_text(value), " in the checkpoint, not set in the requested "
-                "model");
+  if (extra_allowed) return;
+  for (const auto& [key, value] : recorded)
+    ENG_CHECK(wanted.count(key), "checkpoint ", path, " is for a different model: ", prefix, terminal_text(key),
+              " = ", terminal_text(value), " in the checkpoint, not set in the requested ",
+              prefix.empty() ? "model" : "task");
+}
+
+}  // namespace
+
+RunConfig read_run_config(const std::map<std::string, std::string>& metadata) {
+  RunConfig c;
+  c.old_form = metadata.count("config.task") > 0;
+  for (const auto& [key, value] : metadata) {
+    if (key.rfind("task.", 0) == 0) {
+      c.task[key.substr(5)] = value;
+    } else if (key.rfind("config.", 0) == 0) {
+      const std::string k = key.substr(7);
+      if (c.old_form && old_form_task_key(k))
+        c.task[k == "task" ? "name" : k] = value;
+      else
+        c.model[k] = value;
+    }
+  }
+  return c;
+}
+
+std::map<std::string, std::string> run_config_metadata(const RunConfig& c) {
+  std::map<std::string, std::string> meta;
+  for (const auto& [k, v] : c.model) meta["config." + k] = v;
+  for (const auto& [k, v] : c.task) meta["task." + k] = v;
+  return meta;
+}
+
+void check_checkpoint_config(const std::string& path, const std::map<std::string, std::string>& metadata,
+                             const std::map<std::string, std::string>& config) {
+  check_keys(path, read_run_config(metadata).model, config, "", false);
+}
+
+void check_checkpoint_task(const std::string& path, const std::map<std::string, std::string>& metadata,
+                           const std::map<std::string, std::string>& task) {
+  const RunConfig recorded = read_run_config(metadata);
+  check_keys(path, recorded.task, task, "task.", recorded.old_form);
 }
 
 }  // namespace eng

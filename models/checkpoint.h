@@ -1,7 +1,7 @@
 // Training checkpoints: one safetensors file (engine/safetensors.h) holding the model's parameters
 // under "model.<parameter name>", the optimizer's state under "optim.<kind>.<parameter name>", and
-// string metadata (training step, generator positions, the model config as "config.<key>").
-// docs/checkpoint.md lists every key. Writes are atomic (temp file + rename).
+// string metadata (training step, generator positions, the model config as "config.<key>", the task's as
+// "task.<key>"). docs/checkpoint.md lists every key. Writes are atomic (temp file + rename).
 #pragma once
 #include <map>
 #include <string>
@@ -28,9 +28,25 @@ struct ChecksumCheck {
 };
 ChecksumCheck check_checksum(const SafetensorsFile& file);
 
-// Throws naming the file and the first differing key when the checkpoint's "config.*" metadata differs
-// from `config` (a checkpoint of another model), including a key only one of them has.
+// What a run of train records of its configuration, keys without their prefix: the model's ("config.<key>",
+// TransformerConfig::to_map) and the task's ("task.<key>": "name", then the task's own keys, e.g. "symbols").
+// Checkpoints written before the task had a prefix of its own hold its keys under "config." too, the name as
+// "config.task": read_run_config reads that old form as well, so such checkpoints load and resume unchanged.
+struct RunConfig {
+  std::map<std::string, std::string> model, task;
+  bool old_form = false;  // the task's keys were read from "config."
+};
+RunConfig read_run_config(const std::map<std::string, std::string>& metadata);
+// The metadata entries of `c` as train writes them (always the new form).
+std::map<std::string, std::string> run_config_metadata(const RunConfig& c);
+
+// Throws naming the file and the first differing key when the checkpoint's model config (read_run_config)
+// differs from `config` (a checkpoint of another model), including a key only one of them has.
 void check_checkpoint_config(const std::string& path, const std::map<std::string, std::string>& metadata,
                              const std::map<std::string, std::string>& config);
+// The same for the task's keys ("name" and the task's own). A key only the checkpoint has is a difference,
+// except in the old form: train then wrote symbols and fixed_length also for tasks that do not read them.
+void check_checkpoint_task(const std::string& path, const std::map<std::string, std::string>& metadata,
+                           const std::map<std::string, std::string>& task);
 
 }  // namespace eng

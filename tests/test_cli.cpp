@@ -111,3 +111,16 @@ TEST_CASE("cli: --help lists each flag with its default and range") {
   CHECK(h.find("dropout (default 0; in [0, 1))") != std::string::npos);
   CHECK(h.find("seed (default 1; >= 0)") != std::string::npos);
 }
+
+TEST_CASE("cli: a refused flag names why; names() lists the declared flags in order") {
+  Cli cli("prog", "a test program");
+  cli.add_int("steps", 10, {1, 100}, "steps");
+  cli.add_bool("fixed", false, "a boolean");
+  cli.refuse("symbols", "is for the copy task, not 'text'");
+  CHECK(parse_error(cli, {"--steps", "5", "--symbols", "3"}) == "prog: --symbols is for the copy task, not 'text'");
+  CHECK(parse_error(cli, {"--symbols=3"}) == "prog: --symbols is for the copy task, not 'text'");
+  CHECK(parse_error(cli, {"--nope"}) == "prog: unknown flag --nope (see --help)");
+  CHECK(cli.help().find("symbols") == std::string::npos);
+  CHECK(cli.names() == std::vector<std::string>{"steps", "fixed"});
+  CHECK_THROWS_WITH(cli.refuse("steps", "x"), "cli: flag --steps is both declared and refused");
+}

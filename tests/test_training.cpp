@@ -75,6 +75,40 @@ TEST_CASE("checkpoint: save, load, resume gives the identical loss sequence") {
   std::remove(path.c_str());
 }
 
+TEST_CASE("checkpoint: the run's config is read from both forms, written in the new one") {
+  // The old form, as train wrote a text run before the task's keys had their own prefix: the name and the
+  // symbol flags (which that task refused, so they held their defaults) among the model's keys.
+  const std::map<std::string, std::string> old_form{
+      {"config.d_model", "16"}, {"config.vocab", "256"}, {"config.task", "text"}, {"config.symbols", "10"},
+      {"config.fixed_length", "false"}, {"step", "4"}};
+  const RunConfig old_read = read_run_config(old_form);
+  CHECK(old_read.old_form);
+  CHECK(old_read.model == std::map<std::string, std::string>{{"d_model", "16"}, {"vocab", "256"}});
+  CHECK(old_read.task ==
+        std::map<std::string, std::string>{{"name", "text"}, {"symbols", "10"}, {"fixed_length", "false"}});
+  check_checkpoint_config("old.st", old_form, {{"d_model", "16"}, {"vocab", "256"}});
+  check_checkpoint_task("old.st", old_form, {{"name", "text"}});  // keys the task does not read are ignored
+  CHECK_THROWS_WITH(check_checkpoint_task("old.st", old_form, {{"name", "copy"}}),
+                    "checkpoint old.st is for a different model: task.name = text in the checkpoint, copy requested");
+
+  // The new form: written from the same split, read back to it; a key only the checkpoint has is a difference.
+  const std::map<std::string, std::string> new_form = run_config_metadata(old_read);
+  CHECK(new_form == std::map<std::string, std::string>{{"config.d_model", "16"}, {"config.vocab", "256"},
+                                                       {"task.name", "text"}, {"task.symbols", "10"},
+                                                       {"task.fixed_length", "false"}});
+  const RunConfig new_read = read_run_config(new_form);
+  CHECK(!new_read.old_form);
+  CHECK(new_read.model == old_read.model);
+  CHECK(new_read.task == old_read.task);
+  CHECK_THROWS_WITH(check_checkpoint_task("new.st", new_form, {{"name", "text"}, {"symbols", "10"}}),
+                    "checkpoint new.st is for a different model: task.fixed_length = false in the checkpoint, not "
+                    "set in the requested task");
+  CHECK_THROWS_WITH(check_checkpoint_task("new.st", {{"config.d_model", "16"}}, {{"name", "text"}}),
+                    "checkpoint new.st: no task key 'task.name' (not a checkpoint of this tool?)");
+  // A key of the old task list is a model key in a checkpoint without config.task (not one train wrote).
+  CHECK(read_run_config({{"config.symbols", "3"}}).model.count("symbols") == 1);
+}
+
 TEST_CASE("checkpoint: a different model or optimizer is refused with a clear error") {
   std::string path = temp_path("other.safetensors");
   LanguageModel small(copy_config(16));

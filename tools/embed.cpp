@@ -35,11 +35,7 @@ std::vector<int64_t> parse_ids(const std::string& text, int64_t vocab) {
 
 // The model a checkpoint written by train describes, from its "config.*" metadata (docs/checkpoint.md).
 TransformerConfig model_config(const std::string& path) {
-  std::map<std::string, std::string> config;
-  for (const auto& [key, value] : load_safetensors(path).metadata)
-    if (key.rfind("config.", 0) == 0 && key != "config.task" && key != "config.symbols" &&
-        key != "config.fixed_length")
-      config[key.substr(7)] = value;
+  const std::map<std::string, std::string> config = read_run_config(load_safetensors(path).metadata).model;
   ENG_CHECK(!config.empty(), "embed: ", path, " has no config.* metadata: not a checkpoint written by train");
   auto encoder = config.find("encoder_layers");
   ENG_CHECK(encoder == config.end() || encoder->second == "0", "embed: ", path,

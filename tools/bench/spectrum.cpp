@@ -68,20 +68,17 @@ int run(int argc, char** argv) {
   if (!cli.parse(argc, argv, 2)) return 0;
   ENG_CHECK(!path.empty(), "bench spectrum: --checkpoint is required");
 
-  std::map<std::string, std::string> config;
-  const auto meta = load_safetensors(path).metadata;
-  for (const auto& [key, value] : meta)
-    if (key.rfind("config.", 0) == 0) config[key.substr(7)] = value;
-  const std::string task_name = config["task"];
+  RunConfig run = read_run_config(load_safetensors(path).metadata);
+  std::map<std::string, std::string>& config = run.model;
+  const std::string task_name = run.task["name"];
   ENG_CHECK((task_name == "copy" || task_name == "text") && config["attention"] == "softmax" &&
                 config["attention_options"].empty(),
             "bench spectrum: ", path, " is not a copy or text checkpoint with plain softmax attention (task '",
             terminal_text(task_name), "', attention '", terminal_text(config["attention"]), "', options '",
             terminal_text(config["attention_options"]), "')");
-  const int64_t symbols = task_name == "copy" ? parse_int(config["symbols"], IntRange::at_least(1),
-                                                          "bench spectrum: " + path + ": config.symbols")
+  const int64_t symbols = task_name == "copy" ? parse_int(run.task["symbols"], IntRange::at_least(1),
+                                                          "bench spectrum: " + path + ": task.symbols")
                                               : 0;
-  for (const char* task_key : {"task", "symbols", "fixed_length"}) config.erase(task_key);
   TransformerConfig c;
   try {
     c = TransformerConfig::from_map(config);

@@ -8,11 +8,14 @@
 #include <utility>
 #include <vector>
 
+#include "datasets/image_dataset.h"
 #include "datasets/image_patches.h"
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "models/frame_encoder.h"
 #include "tools/train/job.h"
+#include "tools/train/task.h"
+#include "tools/train/task_flags.h"
 
 namespace eng::jobs {
 
@@ -68,11 +71,39 @@ class ClassifyJob : public Job {
   FrameEncoder model_;
 };
 
+class ClassifyFlags : public TaskFlags {
+ public:
+  explicit ClassifyFlags(Cli& cli)
+      : images_(cli, "test images scored at the end (accuracy)"),
+        patch_(cli.add_int("patch", 4, {1, 1 << 10}, "patch side P; an image becomes (28/P)^2 tokens of P*P values")) {}
+  std::vector<FlagPath> inputs() const override { return {{"data", images_.data}}; }
+  TaskPlan plan(const TaskInput& in) const override {
+    auto splits = std::make_shared<ImageSplits>(images_.load());
+    const ImageDataset& images = splits->train;
+    ENG_CHECK(images.height % patch_ == 0 && images.width % patch_ == 0, "train: --patch ", patch_,
+              " must divide the ", images.height, "x", images.width, " images");
+    TaskPlan p(in.model);
+    p.model.vocab = images.classes;
+    p.model.encoder_layers = in.layers;
+    p.model.decoder_layers = 0;
+    p.model.max_len = (images.height / patch_) * (images.width / patch_);
+    p.positions = p.model.max_len;
+    p.input_features = patch_ * patch_;
+    p.keys = {{"patch", std::to_string(patch_)}};
+    p.make_job = [c = p.model, splits, patch = patch_, test = images_.test_images] {
+      return std::make_unique<ClassifyJob>(c, std::move(*splits), patch, test);
+    };
+    return p;
+  }
+
+ private:
+  ImageFlags images_;
+  int64_t& patch_;
+};
+
 }  // namespace
 
-std::unique_ptr<Job> make_classify_job(const TransformerConfig& c, ImageSplits splits, int64_t patch,
-                                       int64_t test_images) {
-  return std::make_unique<ClassifyJob>(c, std::move(splits), patch, test_images);
-}
+ENG_REGISTER_TASK("classify", "Fashion-MNIST, or MNIST in --data DIR, as --patch x --patch patches: an encoder, "
+                  "mean-pooled, 10 classes", false, [](Cli& cli) { return std::make_unique<ClassifyFlags>(cli); });
 
 }  // namespace eng::jobs

@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "datasets/ctc_task.h"
 #include "engine/autograd.h"
 #include "models/frame_encoder.h"
 #include "ops/ctc_decode.h"
 #include "ops/ctc_loss.h"
 #include "ops/softmax.h"
 #include "tools/train/job.h"
+#include "tools/train/task.h"
 
 namespace eng::jobs {
 
@@ -76,10 +78,54 @@ class CTCJob : public Job {
   FrameEncoder model_;
 };
 
+class CTCFlags : public TaskFlags {
+ public:
+  explicit CTCFlags(Cli& cli)
+      : phonemes_(cli.add_int("phonemes", 20, {1, 1 << 20}, "distinct phonemes (P + 1 output classes with the blank)")),
+        features_(cli.add_int("features", 16, {1, 1 << 20}, "features per frame")),
+        noise_(cli.add_double("noise", 0.5, RealRange::at_least(0), "standard deviation of the noise on every frame "
+                              "feature")),
+        min_labels_(cli.add_int("min-labels", 4, {1, 1 << 20}, "fewest phonemes per utterance")),
+        max_labels_(cli.add_int("max-labels", 12, {1, 1 << 20}, "most phonemes per utterance")),
+        min_duration_(cli.add_int("min-duration", 2, {1, 1 << 20}, "fewest frames per phoneme")),
+        max_duration_(cli.add_int("max-duration", 6, {1, 1 << 20}, "most frames per phoneme")),
+        test_utterances_(cli.add_int("test-utterances", 1000, {1, 10000000}, "fixed test utterances (the same for "
+                                     "every --seed) scored for the label error rate at the end")) {}
+  TaskPlan plan(const TaskInput& in) const override {
+    CTCTaskOptions opt;
+    opt.phonemes = phonemes_;
+    opt.features = features_;
+    opt.noise = noise_;
+    opt.min_labels = min_labels_;
+    opt.max_labels = max_labels_;
+    opt.min_duration = min_duration_;
+    opt.max_duration = max_duration_;
+    const CTCTask task(opt);
+    TaskPlan p(in.model);
+    p.model.vocab = task.classes();
+    p.model.encoder_layers = in.layers;
+    p.model.decoder_layers = 0;
+    p.model.max_len = task.max_frames();
+    p.positions = task.max_frames();
+    p.input_features = task.features();
+    p.keys = {{"phonemes", std::to_string(phonemes_)},       {"features", std::to_string(features_)},
+              {"noise", exact_decimal(noise_)},              {"min_labels", std::to_string(min_labels_)},
+              {"max_labels", std::to_string(max_labels_)},   {"min_duration", std::to_string(min_duration_)},
+              {"max_duration", std::to_string(max_duration_)}};
+    p.make_job = [c = p.model, task, test = test_utterances_] { return std::make_unique<CTCJob>(c, task, test); };
+    return p;
+  }
+
+ private:
+  int64_t &phonemes_, &features_;
+  double& noise_;
+  int64_t &min_labels_, &max_labels_, &min_duration_, &max_duration_, &test_utterances_;
+};
+
 }  // namespace
 
-std::unique_ptr<Job> make_ctc_job(const TransformerConfig& c, const CTCTask& task, int64_t test_utterances) {
-  return std::make_unique<CTCJob>(c, task, test_utterances);
-}
+ENG_REGISTER_TASK("ctc", "speech-like frames to phoneme labels: a bidirectional encoder, CTC loss in nats per "
+                  "utterance, label error rate; its accuracy counts the utterances decoded exactly", false,
+                  [](Cli& cli) { return std::make_unique<CTCFlags>(cli); });
 
 }  // namespace eng::jobs

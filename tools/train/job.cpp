@@ -1,5 +1,7 @@
 #include "tools/train/job.h"
 
+#include <sstream>
+
 #include "ops/loss.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
@@ -28,6 +30,13 @@ StepResult score_logits(const LanguageModel& model, const Tensor& logits, const 
   count_correct(logits, b.targets, r);
   if (model.training()) r.penalty = model.attention_penalty();
   return r;
+}
+
+std::string exact_decimal(double v) {
+  std::ostringstream s;
+  s.precision(17);
+  s << v;
+  return s.str();
 }
 
 }  // namespace eng::jobs

@@ -1,17 +1,13 @@
-// The tasks of build/train, each a task and its model behind one interface, so that the training loop in
-// tools/train.cpp is the same for all. One file per family: lm_jobs.cpp (copy, text, pixels: decoder-only
-// models), mlm_job.cpp (masked text: encoder-only), seq2seq_job.cpp (reverse, sort: encoder-decoder),
-// ctc_job.cpp (speech-like frames to labels with CTC), classify_job.cpp (Fashion-MNIST classification over
-// image patches).
+// The jobs of build/train: each a task's data and model behind one interface, so that the training loop in
+// tools/train.cpp is the same for all. Each job file in tools/train/ registers its tasks (task.h): lm_jobs.cpp
+// (decoder-only models), mlm_job.cpp (masked text: encoder-only), seq2seq_job.cpp (encoder-decoder), ctc_job.cpp
+// (speech-like frames to labels with CTC), classify_job.cpp (classification over image patches).
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "datasets/copy_task.h"
-#include "datasets/ctc_task.h"
-#include "datasets/image_dataset.h"
-#include "datasets/seq2seq_tasks.h"
 #include "engine/rng.h"
 #include "models/module.h"
 #include "models/transformer.h"
@@ -56,25 +52,8 @@ Tensor token_loss(const Tensor& logits, const Tensor& targets);
 // own loss terms (adaptive-span's span penalty) as the penalty.
 StepResult score_logits(const LanguageModel& model, const Tensor& logits, const LMBatch& b);
 
-std::unique_ptr<Job> make_copy_job(const TransformerConfig& c, const CopyTask& task);
-// Character-level LM on the file at `path` (datasets/text.h), windows of `len` bytes. With c.mem_len > 0
-// (Transformer-XL), training reads `batch` consecutive streams of segments with the memory carried over, and the
-// test split is scored both ways: consecutive segments with the memory, and windows without it.
-std::unique_ptr<Job> make_text_job(const TransformerConfig& c, const std::string& path, int64_t len);
-// Autoregressive pixels; bits/dim on the first `test_images` test images at the end, and a PNG of samples at
-// `samples` unless it is empty.
-// Masked character LM (BERT's objective on bytes; mlm_job.cpp) on the file at `path`: a bidirectional model,
-// bits per masked character; the task for attention that cannot be causal (linformer).
-std::unique_ptr<Job> make_masked_text_job(const TransformerConfig& c, const std::string& path, int64_t len);
-std::unique_ptr<Job> make_pixel_job(const TransformerConfig& c, ImageSplits splits, int64_t test_images,
-                                    std::string samples, int64_t mixtures);
-std::unique_ptr<Job> make_seq2seq_job(const TransformerConfig& c, const Seq2SeqTask& task);
-// Frames to phoneme labels with a FrameEncoder and CTC (c.vocab = task.classes(), c.encoder_layers the depth);
-// the label error rate on `test_utterances` fixed test utterances at the end.
-std::unique_ptr<Job> make_ctc_job(const TransformerConfig& c, const CTCTask& task, int64_t test_utterances);
-// Images cut into patch x patch tokens, a pooled FrameEncoder over the classes (c.vocab); accuracy on the first
-// `test_images` test images at the end.
-std::unique_ptr<Job> make_classify_job(const TransformerConfig& c, ImageSplits splits, int64_t patch,
-                                       int64_t test_images);
+// Every digit of v (17 significant), so that a value read back compares equal only to the same double: checkpoint
+// keys, the CSV log.
+std::string exact_decimal(double v);
 
 }  // namespace eng::jobs

@@ -3,7 +3,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 
+#include "datasets/image_dataset.h"
 #include "datasets/pixel_task.h"
 #include "datasets/png.h"
 #include "datasets/text.h"
@@ -16,6 +18,8 @@
 #include "ops/softmax.h"
 #include "ops/unary.h"
 #include "tools/train/job.h"
+#include "tools/train/task.h"
+#include "tools/train/task_flags.h"
 
 namespace eng::jobs {
 
@@ -284,19 +288,93 @@ class PixelJob : public Job {
   LanguageModel model_;
 };
 
+// ---- the tasks -------------------------------------------------------------------------------
+
+class CopyFlags : public TaskFlags {
+ public:
+  explicit CopyFlags(Cli& cli) : seq_(cli, "longest sequence (both halves and the separator)") {}
+  TaskPlan plan(const TaskInput& in) const override {
+    const CopyTask task(seq_.seq_len, seq_.symbols, seq_.fixed);
+    TaskPlan p(in.model);
+    p.model.vocab = task.vocab();
+    p.model.decoder_layers = in.layers;
+    p.model.encoder_layers = 0;
+    p.model.max_len = seq_.seq_len;
+    p.positions = seq_.seq_len;
+    p.keys = seq_.keys();
+    p.make_job = [c = p.model, task] { return std::make_unique<CopyJob>(c, task); };
+    return p;
+  }
+
+ private:
+  SymbolFlags seq_;
+};
+
+class TextFlags : public TaskFlags {
+ public:
+  explicit TextFlags(Cli& cli)
+      : corpus_(cli), seq_len_(add_seq_len_flag(cli, "longest sequence (the window)")),
+        mem_len_(cli.add_int("mem-len", 0, {0, 1 << 24}, "Transformer-XL memory of the last N positions; training "
+                             "reads --batch consecutive streams (docs/transformer_xl.md)")) {}
+  std::vector<FlagPath> inputs() const override { return {{"data", corpus_.data}}; }
+  TaskPlan plan(const TaskInput& in) const override {
+    const std::string path = corpus_.corpus_path("text");
+    ENG_CHECK(mem_len_ == 0 || !in.resuming, "train: --resume with --mem-len is not supported (the memory and the "
+              "position in the streams are not in the checkpoint)");
+    TaskPlan p(in.model);
+    p.model.vocab = TextCorpus::kVocab;
+    p.model.decoder_layers = in.layers;
+    p.model.encoder_layers = 0;
+    p.model.max_len = seq_len_;
+    p.model.mem_len = mem_len_;
+    p.positions = seq_len_;
+    p.make_job = [c = p.model, path, len = seq_len_] { return std::make_unique<TextJob>(c, path, len); };
+    return p;
+  }
+
+ private:
+  CorpusFlag corpus_;
+  int64_t& seq_len_;
+  int64_t& mem_len_;
+};
+
+class PixelFlags : public TaskFlags {
+ public:
+  explicit PixelFlags(Cli& cli)
+      : images_(cli, "test images scored at the end (bits/dim)"),
+        samples_(cli.add_string("samples", "", "PNG grid of samples and completions written at the end")),
+        mixtures_(cli.add_int("mixtures", 0, {0, 1 << 20}, "0 = a 256-way softmax per pixel; K = a discretised "
+                              "mixture of K logistics (PixelCNN++, ops/dmol.h)")) {}
+  std::vector<FlagPath> inputs() const override { return {{"data", images_.data}}; }
+  std::vector<FlagPath> outputs() const override { return {{"samples", samples_}}; }
+  TaskPlan plan(const TaskInput& in) const override {
+    auto splits = std::make_shared<ImageSplits>(images_.load());
+    TaskPlan p(in.model);
+    p.model.vocab = PixelTask::kVocab;
+    p.model.decoder_layers = in.layers;
+    p.model.encoder_layers = 0;
+    p.model.max_len = splits->train.image_bytes();
+    p.model.outputs = 3 * mixtures_;
+    p.positions = p.model.max_len;
+    p.make_job = [c = p.model, splits, test = images_.test_images, samples = samples_, mixtures = mixtures_] {
+      return std::make_unique<PixelJob>(c, std::move(*splits), test, samples, mixtures);
+    };
+    return p;
+  }
+
+ private:
+  ImageFlags images_;
+  std::string& samples_;
+  int64_t& mixtures_;
+};
+
 }  // namespace
 
-std::unique_ptr<Job> make_copy_job(const TransformerConfig& c, const CopyTask& task) {
-  return std::make_unique<CopyJob>(c, task);
-}
-
-std::unique_ptr<Job> make_text_job(const TransformerConfig& c, const std::string& path, int64_t len) {
-  return std::make_unique<TextJob>(c, path, len);
-}
-
-std::unique_ptr<Job> make_pixel_job(const TransformerConfig& c, ImageSplits splits, int64_t test_images,
-                                    std::string samples, int64_t mixtures) {
-  return std::make_unique<PixelJob>(c, std::move(splits), test_images, std::move(samples), mixtures);
-}
+ENG_REGISTER_TASK("copy", "decoder-only, the seed paper's 4.1.1 task", false,
+                  [](Cli& cli) { return std::make_unique<CopyFlags>(cli); });
+ENG_REGISTER_TASK("text", "character-level LM on --data FILE", true,
+                  [](Cli& cli) { return std::make_unique<TextFlags>(cli); });
+ENG_REGISTER_TASK("pixels", "autoregressive Fashion-MNIST, or MNIST in --data DIR", false,
+                  [](Cli& cli) { return std::make_unique<PixelFlags>(cli); });
 
 }  // namespace eng::jobs

@@ -10,6 +10,8 @@
 #include "datasets/text.h"
 #include "engine/autograd.h"
 #include "tools/train/job.h"
+#include "tools/train/task.h"
+#include "tools/train/task_flags.h"
 
 namespace eng::jobs {
 
@@ -87,10 +89,31 @@ class MaskedTextJob : public Job {
   LanguageModel model_;
 };
 
+class MaskedTextFlags : public TaskFlags {
+ public:
+  explicit MaskedTextFlags(Cli& cli) : corpus_(cli), seq_len_(add_seq_len_flag(cli, "longest sequence (the window)")) {}
+  std::vector<FlagPath> inputs() const override { return {{"data", corpus_.data}}; }
+  TaskPlan plan(const TaskInput& in) const override {
+    const std::string path = corpus_.corpus_path("mlm");
+    TaskPlan p(in.model);
+    p.model.vocab = TextCorpus::kVocab + 1;  // the bytes and the mask token
+    p.model.decoder_layers = 0;
+    p.model.encoder_layers = in.layers;
+    p.model.max_len = seq_len_;
+    p.positions = seq_len_;
+    p.make_job = [c = p.model, path, len = seq_len_] { return std::make_unique<MaskedTextJob>(c, path, len); };
+    return p;
+  }
+
+ private:
+  CorpusFlag corpus_;
+  int64_t& seq_len_;
+};
+
 }  // namespace
 
-std::unique_ptr<Job> make_masked_text_job(const TransformerConfig& c, const std::string& path, int64_t len) {
-  return std::make_unique<MaskedTextJob>(c, path, len);
-}
+ENG_REGISTER_TASK("mlm", "masked bytes of --data FILE, 15 % replaced by a mask token: a bidirectional encoder, bits "
+                  "per masked character; for attention that cannot be causal, e.g. linformer", false,
+                  [](Cli& cli) { return std::make_unique<MaskedTextFlags>(cli); });
 
 }  // namespace eng::jobs

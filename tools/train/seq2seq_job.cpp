@@ -2,7 +2,10 @@
 // and by the exact match of greedy decoding.
 #include <cstdio>
 
+#include "datasets/seq2seq_tasks.h"
 #include "tools/train/job.h"
+#include "tools/train/task.h"
+#include "tools/train/task_flags.h"
 
 namespace eng::jobs {
 
@@ -41,10 +44,35 @@ class Seq2SeqJob : public Job {
   EncoderDecoder model_;
 };
 
+class Seq2SeqFlags : public TaskFlags {
+ public:
+  Seq2SeqFlags(Cli& cli, Seq2SeqTask::Kind kind)
+      : kind_(kind), seq_(cli, "longest sequence"),
+        encoder_layers_(cli.add_int("encoder-layers", 0, {0, 1024}, "encoder layers (0: same as --layers)")) {}
+  TaskPlan plan(const TaskInput& in) const override {
+    const Seq2SeqTask task(kind_, seq_.seq_len, seq_.symbols, seq_.fixed);
+    TaskPlan p(in.model);
+    p.model.vocab = task.vocab();
+    p.model.decoder_layers = in.layers;
+    p.model.encoder_layers = encoder_layers_ > 0 ? encoder_layers_ : in.layers;
+    p.model.max_len = seq_.seq_len + 1;
+    p.positions = seq_.seq_len + 1;
+    p.keys = seq_.keys();
+    p.make_job = [c = p.model, task] { return std::make_unique<Seq2SeqJob>(c, task); };
+    return p;
+  }
+
+ private:
+  Seq2SeqTask::Kind kind_;
+  SymbolFlags seq_;
+  int64_t& encoder_layers_;
+};
+
 }  // namespace
 
-std::unique_ptr<Job> make_seq2seq_job(const TransformerConfig& c, const Seq2SeqTask& task) {
-  return std::make_unique<Seq2SeqJob>(c, task);
-}
+ENG_REGISTER_TASK("reverse", "encoder-decoder: the symbols in reverse order", false,
+                  [](Cli& cli) { return std::make_unique<Seq2SeqFlags>(cli, Seq2SeqTask::Kind::Reverse); });
+ENG_REGISTER_TASK("sort", "encoder-decoder: the symbols sorted", false,
+                  [](Cli& cli) { return std::make_unique<Seq2SeqFlags>(cli, Seq2SeqTask::Kind::Sort); });
 
 }  // namespace eng::jobs
