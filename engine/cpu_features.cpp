@@ -10,6 +10,9 @@
 namespace eng {
 namespace {
 
+constexpr SimdLevel kLevels[] = {SimdLevel::Scalar, SimdLevel::Neon, SimdLevel::Avx2, SimdLevel::Avx512,
+                                 SimdLevel::Avx512Bf16};
+
 CpuFeatures detect() {
   CpuFeatures f;
 #if defined(__x86_64__) || defined(__i386__)
@@ -19,6 +22,7 @@ CpuFeatures detect() {
   f.avx512f = __builtin_cpu_supports("avx512f");
   f.avx512bw = __builtin_cpu_supports("avx512bw");
   f.avx512vl = __builtin_cpu_supports("avx512vl");
+  f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
 #elif defined(__aarch64__)
   f.neon = true;  // Advanced SIMD is mandatory on AArch64
 #endif
@@ -26,7 +30,8 @@ CpuFeatures detect() {
 }
 
 SimdLevel hardware_level(const CpuFeatures& f) {
-  if (f.avx512f && f.avx512bw && f.avx512vl && f.fma) return SimdLevel::Avx512;
+  if (f.avx512f && f.avx512bw && f.avx512vl && f.fma)
+    return f.avx512bf16 ? SimdLevel::Avx512Bf16 : SimdLevel::Avx512;
   if (f.avx2 && f.fma) return SimdLevel::Avx2;
   if (f.neon) return SimdLevel::Neon;
   return SimdLevel::Scalar;
@@ -37,14 +42,15 @@ bool runs(SimdLevel l, const CpuFeatures& f) {
     case SimdLevel::Scalar: return true;
     case SimdLevel::Neon: return f.neon;
     case SimdLevel::Avx2: return f.avx2 && f.fma;
-    case SimdLevel::Avx512: return hardware_level(f) == SimdLevel::Avx512;
+    case SimdLevel::Avx512: return hardware_level(f) >= SimdLevel::Avx512;
+    case SimdLevel::Avx512Bf16: return hardware_level(f) == SimdLevel::Avx512Bf16;
   }
   return false;
 }
 
 std::string offered(const CpuFeatures& f) {
   std::string s;
-  for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::Neon, SimdLevel::Avx2, SimdLevel::Avx512})
+  for (SimdLevel l : kLevels)
     if (runs(l, f)) s += std::string(s.empty() ? "" : ", ") + simd_level_name(l);
   return s;
 }
@@ -53,7 +59,7 @@ std::string offered(const CpuFeatures& f) {
 
 SimdLevel simd_level_for(const char* request, const CpuFeatures& f) {
   if (!request || !*request) return hardware_level(f);
-  for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::Neon, SimdLevel::Avx2, SimdLevel::Avx512}) {
+  for (SimdLevel l : kLevels) {
     if (std::strcmp(request, simd_level_name(l))) continue;
     ENG_CHECK(runs(l, f), "ENG_CPU: this CPU cannot run ", request, "; it offers ", offered(f),
               " (unset ENG_CPU for the best of them)");
@@ -74,6 +80,7 @@ SimdLevel simd_level() {
 
 const char* simd_level_name(SimdLevel l) {
   switch (l) {
+    case SimdLevel::Avx512Bf16: return "avx512bf16";
     case SimdLevel::Avx512: return "avx512";
     case SimdLevel::Avx2: return "avx2";
     case SimdLevel::Neon: return "neon";

@@ -1,14 +1,17 @@
 // What the CPU can run, detected once. Kernels pick their variant from this (the scalar kernel is
-// always there); ENG_CPU=scalar|neon|avx2|avx512 caps the level for tests and comparisons. A level the CPU
-// cannot run, or an unknown name, is an error naming the levels it offers, not a silent fallback.
+// always there); ENG_CPU=scalar|neon|avx2|avx512|avx512bf16 caps the level for tests and comparisons. A level
+// the CPU cannot run, or an unknown name, is an error naming the levels it offers, not a silent fallback.
+// avx512bf16 is AVX-512 plus AVX512_BF16: only bf16 GEMMs (ops/gemm.h) differ there, taking vdpbf16ps; at
+// avx512 they take the f32 kernels on bf16-rounded panels, as on a CPU without the extension.
 #pragma once
 
 namespace eng {
 
-enum class SimdLevel { Scalar = 0, Neon = 1, Avx2 = 2, Avx512 = 3 };
+enum class SimdLevel { Scalar = 0, Neon = 1, Avx2 = 2, Avx512 = 3, Avx512Bf16 = 4 };
 
 struct CpuFeatures {
-  bool avx2 = false, fma = false, avx512f = false, avx512bw = false, avx512vl = false, neon = false;
+  bool avx2 = false, fma = false, avx512f = false, avx512bw = false, avx512vl = false, avx512bf16 = false,
+       neon = false;
 };
 
 const CpuFeatures& cpu_features();

@@ -14,7 +14,7 @@ const VecKernels& neon_vec_kernels();
 const VecKernels& vec_kernels_for(SimdLevel level) {
 #if defined(__x86_64__)
   const CpuFeatures& f = cpu_features();
-  if (level == SimdLevel::Avx512 && f.avx512f && f.avx512bw && f.avx512vl && f.fma) return avx512_vec_kernels();
+  if (level >= SimdLevel::Avx512 && f.avx512f && f.avx512bw && f.avx512vl && f.fma) return avx512_vec_kernels();
   if (level >= SimdLevel::Avx2 && f.avx2 && f.fma) return avx2_vec_kernels();
 #elif defined(__aarch64__)
   if (level >= SimdLevel::Neon) return neon_vec_kernels();

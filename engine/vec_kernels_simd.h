@@ -580,38 +580,46 @@ void adam_k(float* p, const float* g, float* m, float* v, int64_t n, const AdamS
   if (i < n) one(p + i, g + i, m + i, v + i, n - i);
 }
 
-const VecKernels simd_table = {ENG_VEC_NAME,
-                               exp_k,
-                               log_k,
-                               tanh_k,
-                               sigmoid_k,
-                               silu_k,
-                               gelu_tanh_k,
-                               gelu_erf_k,
-                               elu_k,
-                               elu_plus_one_k,
-                               gelu_tanh_backward_k,
-                               gelu_erf_backward_k,
-                               elu_backward_k,
-                               silu_backward_k,
-                               add_k,
-                               sub_k,
-                               mul_k,
-                               div_k,
-                               sum_k,
-                               max_k,
-                               dot_k,
-                               exp_sub_sum_k,
-                               softmax_row_k,
-                               log_softmax_row_k,
-                               softmax_backward_row_k,
-                               log_softmax_backward_row_k,
-                               norm_row_k,
-                               norm_backward_row_k,
-                               norm_param_grad_row_k,
-                               cross_entropy_row_k,
-                               cross_entropy_backward_row_k,
-                               adam_k};
+// Filled field by field, by name (see make_scalar_table in engine/vec_kernels_scalar.cpp); constexpr, so the table
+// is constant-initialised and ready before any static initialiser of another file asks for it.
+constexpr VecKernels make_simd_table() {
+  VecKernels k{};
+  k.name = ENG_VEC_NAME;
+  k.exp = exp_k;
+  k.log = log_k;
+  k.tanh = tanh_k;
+  k.sigmoid = sigmoid_k;
+  k.silu = silu_k;
+  k.gelu_tanh = gelu_tanh_k;
+  k.gelu_erf = gelu_erf_k;
+  k.elu = elu_k;
+  k.elu_plus_one = elu_plus_one_k;
+  k.gelu_tanh_backward = gelu_tanh_backward_k;
+  k.gelu_erf_backward = gelu_erf_backward_k;
+  k.elu_backward = elu_backward_k;
+  k.silu_backward = silu_backward_k;
+  k.add = add_k;
+  k.sub = sub_k;
+  k.mul = mul_k;
+  k.div = div_k;
+  k.sum = sum_k;
+  k.max = max_k;
+  k.dot = dot_k;
+  k.exp_sub_sum = exp_sub_sum_k;
+  k.softmax_row = softmax_row_k;
+  k.log_softmax_row = log_softmax_row_k;
+  k.softmax_backward_row = softmax_backward_row_k;
+  k.log_softmax_backward_row = log_softmax_backward_row_k;
+  k.norm_row = norm_row_k;
+  k.norm_backward_row = norm_backward_row_k;
+  k.norm_param_grad_row = norm_param_grad_row_k;
+  k.cross_entropy_row = cross_entropy_row_k;
+  k.cross_entropy_backward_row = cross_entropy_backward_row_k;
+  k.adam = adam_k;
+  return k;
+}
+
+constexpr VecKernels simd_table = make_simd_table();
 
 }  // namespace
 }  // namespace eng

@@ -19,16 +19,16 @@ Linear::Linear(int64_t in_features, int64_t out_features, Rng& rng, bool with_bi
 }
 
 Tensor Linear::forward(const Tensor& x) const {
-  // the fused op adds the bias row by row, faster than the generic broadcasting add
   return forward_activation(x, BiasActivation::None);
 }
 
 Tensor Linear::forward_activation(const Tensor& x, BiasActivation act) const {
   ENG_CHECK(x.dim() >= 1 && x.size(-1) == in_, "Linear: input of shape ", x.shape(), " does not end in in_features ",
             in_);
-  Tensor y = matmul(x, transpose(weight, 0, 1));
-  if (!bias.defined() && act == BiasActivation::None) return y;
-  return bias_activation(y, bias, act);
+  // The bias goes into the product itself; an activation then reads the pre-activation it keeps for its backward.
+  Tensor y = bias.defined() ? linear(x, weight, bias) : matmul(x, transpose(weight, 0, 1));
+  if (act == BiasActivation::None) return y;
+  return bias_activation(y, Tensor(), act);
 }
 
 }  // namespace eng

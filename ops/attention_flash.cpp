@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "engine/autograd.h"
@@ -12,6 +13,7 @@
 #include "ops/attention_rows.h"
 #include "ops/cuda/dispatch.h"
 #include "ops/kernel_util.h"
+#include "ops/mixed_precision.h"
 #include "ops/reduce.h"
 
 namespace eng {
@@ -33,6 +35,7 @@ struct Flash {
   const T* bias = nullptr;
   Shape keep_st, bias_st;
   std::vector<T> slopes;  // empty: no ALiBi
+  GemmPrecision precision = GemmPrecision::F32;  // of every tile product, forward and backward
 
   // Every query of rows [.., i_last] sees no key at or after this (causality and padding).
   int64_t key_end(int64_t b, int64_t i_last) const { return attention_key_end(*mask, b, i_last, Lk); }
@@ -40,7 +43,7 @@ struct Flash {
   // s (row stride kBlockK) = logits of queries i0 .. i0+nq against keys j0 .. j0+nk:
   // q.k * scale + bias - slope |i + query_offset - j|, or -inf where the key is hidden.
   void logits(T* s, int64_t b, int64_t h, int64_t i0, int64_t nq, int64_t j0, int64_t nk) const {
-    tile_product<T>(nq, nk, D, q.at(b, h, i0), q.sl, 1, k.at(b, h, j0), 1, k.sl, s, kBlockK, false);
+    tile_product<T>(nq, nk, D, q.at(b, h, i0), q.sl, 1, k.at(b, h, j0), 1, k.sl, s, kBlockK, false, precision);
     const T neg_inf = -std::numeric_limits<T>::infinity();
     for (int64_t i = 0; i < nq; ++i) {
       const int64_t qi = i0 + i, end = key_end(b, qi);
@@ -58,10 +61,12 @@ struct Flash {
   }
 };
 
-// `m` holds detached tensors: keep already converted to T.
+// `m` holds detached tensors: keep already converted to T. A bf16 precision applies to f32 only.
 template <class T>
-Flash<T> make_flash(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& m, double scale) {
+Flash<T> make_flash(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& m, double scale,
+                    GemmPrecision precision) {
   Flash<T> F;
+  if (std::is_same_v<T, float>) F.precision = precision;
   F.B = q.size(0), F.H = q.size(1), F.Lq = q.size(2), F.Lk = k.size(2), F.D = q.size(3), F.Dv = v.size(3);
   F.scale = T(scale);
   F.q = rows_of<T>(q), F.k = rows_of<T>(k), F.v = rows_of<T>(v);
@@ -108,7 +113,7 @@ void flash_forward(const Flash<T>& F, T* out, T* lse) {
           if (alpha != T(1))
             for (int64_t e = 0; e < Dv; ++e) o[i * Dv + e] *= alpha;
         }
-        tile_product<T>(nq, Dv, nk, s.data(), kBlockK, 1, F.v.at(b, h, j0), F.v.sl, 1, o, Dv, true);
+        tile_product<T>(nq, Dv, nk, s.data(), kBlockK, 1, F.v.at(b, h, j0), F.v.sl, 1, o, Dv, true, F.precision);
       }
       finish_softmax_rows(nq, Dv, l, m, o, lse + bh * F.Lq + i0);
     }
@@ -141,7 +146,7 @@ struct FlashBackward {
       else
         exp_minus(row, L[i], nk);
     }
-    tile_product<T>(nq, nk, Dv, go, Dv, 1, F.v.at(b, h, j0), 1, F.v.sl, dp, kBlockK, false);
+    tile_product<T>(nq, nk, Dv, go, Dv, 1, F.v.at(b, h, j0), 1, F.v.sl, dp, kBlockK, false, F.precision);
     for (int64_t i = 0; i < nq; ++i)
       for (int64_t j = 0; j < nk; ++j) {
         const T ds = s[i * kBlockK + j] * (dp[i * kBlockK + j] - Di[i]);
@@ -149,10 +154,13 @@ struct FlashBackward {
         dp[i * kBlockK + j] = ds * F.scale;  // the gradient of the raw product q.k
       }
     if (with_kv) {
-      tile_product<T>(nk, Dv, nq, s, 1, kBlockK, go, Dv, 1, dv + (bh * Lk + j0) * Dv, Dv, true);
-      tile_product<T>(nk, D, nq, dp, 1, kBlockK, F.q.at(b, h, i0), F.q.sl, 1, dk + (bh * Lk + j0) * D, D, true);
+      tile_product<T>(nk, Dv, nq, s, 1, kBlockK, go, Dv, 1, dv + (bh * Lk + j0) * Dv, Dv, true, F.precision);
+      tile_product<T>(nk, D, nq, dp, 1, kBlockK, F.q.at(b, h, i0), F.q.sl, 1, dk + (bh * Lk + j0) * D, D, true,
+                      F.precision);
     }
-    if (with_q) tile_product<T>(nq, D, nk, dp, kBlockK, 1, F.k.at(b, h, j0), F.k.sl, 1, dq + (bh * Lq + i0) * D, D, true);
+    if (with_q)
+      tile_product<T>(nq, D, nk, dp, kBlockK, 1, F.k.at(b, h, j0), F.k.sl, 1, dq + (bh * Lq + i0) * D, D, true,
+                      F.precision);
   }
 };
 
@@ -226,10 +234,12 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   Tensor qd = rows_contiguous(q), kd = rows_contiguous(k), vd = rows_contiguous(v);
   Tensor out = empty({B, H, Lq, Dv}, q.dtype());
   Tensor lse = empty({B, H, Lq}, q.dtype());
-  ENG_DISPATCH(q.dtype(), T, flash_forward<T>(make_flash<T>(qd, kd, vd, m, scale), out.data<T>(), lse.data<T>()));
+  const GemmPrecision precision = matmul_precision();
+  ENG_DISPATCH(q.dtype(), T,
+               flash_forward<T>(make_flash<T>(qd, kd, vd, m, scale, precision), out.data<T>(), lse.data<T>()));
   const bool bias_grad = mask.bias.defined() && mask.bias.requires_grad();
   return record(out, "flash_attention", {q, k, v, mask.bias},
-                [qd, kd, vd, m, scale, o = out.detach(), lse, bias_grad](const Tensor& grad) {
+                [qd, kd, vd, m, scale, o = out.detach(), lse, bias_grad, precision](const Tensor& grad) {
                   const int64_t B = qd.size(0), H = qd.size(1), Lq = qd.size(2), Lk = kd.size(2);
                   Tensor go = grad.contiguous();
                   Tensor delta = empty({B, H, Lq}, o.dtype());
@@ -238,7 +248,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
                   if (bias_grad) dbias = zeros({B, H, Lq, Lk}, o.dtype());
                   ENG_DISPATCH(o.dtype(), T, {
                     row_dots<T>(go.data<T>(), o.data<T>(), delta.data<T>(), B * H * Lq, o.size(3));
-                    const Flash<T> F = make_flash<T>(qd, kd, vd, m, scale);
+                    const Flash<T> F = make_flash<T>(qd, kd, vd, m, scale, precision);
                     flash_backward<T>(FlashBackward<T>{F, go.data<T>(), lse.data<T>(), delta.data<T>(), dq.data<T>(),
                                                        dk.data<T>(), dv.data<T>(),
                                                        bias_grad ? dbias.data<T>() : nullptr});

@@ -19,6 +19,8 @@
 // bias are read element-wise through broadcast strides. A query that sees no key outputs zeros and gets zero
 // gradient. Gradients flow to q, k, v and mask.bias; keep, key_lengths and alibi_slopes are constants.
 // q, k, v need contiguous rows (last axis) only; other strides are read in place (a KV cache view is not copied).
+// Under a bf16 PrecisionScope (ops/mixed_precision.h) the tile products, forward and backward, are bf16 products
+// with f32 accumulation; the online softmax, L, D_i and dS stay f32.
 #pragma once
 #include "engine/tensor.h"
 #include "ops/attention_mask.h"

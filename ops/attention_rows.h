@@ -53,15 +53,16 @@ inline Tensor rows_contiguous(const Tensor& t) {
   return d.strides()[3] == 1 ? d : d.contiguous();
 }
 
-// C (rows c_rs) (+)= A B, A [M, K] and B [K, N] given by their row and column strides.
+// C (rows c_rs) (+)= A B, A [M, K] and B [K, N] given by their row and column strides; a bf16 `precision` for f32
+// only (ops/mixed_precision.h).
 template <class T>
 void tile_product(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_cs, const T* B, int64_t b_rs,
-                  int64_t b_cs, T* C, int64_t c_rs, bool accumulate) {
+                  int64_t b_cs, T* C, int64_t c_rs, bool accumulate, GemmPrecision precision = GemmPrecision::F32) {
   GemmArgs<T> g;
   g.M = M, g.N = N, g.K = K;
   g.A = A, g.a_rs = a_rs, g.a_cs = a_cs;
   g.B = B, g.b_rs = b_rs, g.b_cs = b_cs;
-  g.C = C, g.c_rs = c_rs, g.accumulate = accumulate;
+  g.C = C, g.c_rs = c_rs, g.accumulate = accumulate, g.precision = precision;
   gemm(g);
 }
 

@@ -1,9 +1,9 @@
 #include "ops/gemm.h"
 
 #include <algorithm>
-#include <new>
 #include <type_traits>
 
+#include "engine/error.h"
 #include "engine/threadpool.h"
 #include "engine/vec_kernels.h"
 #include "ops/gemm_kernels.h"
@@ -17,7 +17,7 @@ void gemm_reference(const GemmArgs<T>& g) {
       double acc = 0;
       for (int64_t k = 0; k < g.K; ++k) acc += double(g.A[m * g.a_rs + k * g.a_cs]) * double(g.B[k * g.b_rs + n * g.b_cs]);
       T* c = &g.C[m * g.c_rs + n];
-      *c = g.accumulate ? T(*c + acc) : T(acc);
+      *c = g.accumulate ? T(*c + acc) : g.bias ? T(g.bias[n] + acc) : T(acc);
     }
 }
 
@@ -30,6 +30,9 @@ void gemm_reference(const GemmArgs<T>& g) {
 namespace {
 
 using gemm_detail::KernelSet;
+using gemm_detail::kSlotA;
+using gemm_detail::kSlotB;
+using gemm_detail::scratch;
 
 constexpr int64_t kMaxTile = 16 * 32;            // largest mr x nr of any kernel set
 constexpr int64_t kSlabElems = int64_t(1) << 22;  // packed B: 16 MiB of f32 at most
@@ -89,28 +92,6 @@ const KernelSet<double>& kernels_for<double>(SimdLevel) {
   return portable;
 }
 
-// Packing buffers live as long as their thread and only grow: the first touch of a fresh page costs
-// ~12 us on these machines, more than packing the page's worth of data.
-enum Slot { kSlotB, kSlotA, kSlots };
-
-template <class T>
-T* scratch(Slot slot, int64_t n) {
-  struct Buf {
-    T* p = nullptr;
-    int64_t cap = 0;
-    ~Buf() { ::operator delete(p, std::align_val_t(64)); }
-  };
-  thread_local Buf bufs[kSlots];
-  Buf& b = bufs[slot];
-  if (n > b.cap) {
-    ::operator delete(b.p, std::align_val_t(64));
-    b.p = nullptr, b.cap = 0;
-    b.p = static_cast<T*>(::operator new(size_t(n) * sizeof(T), std::align_val_t(64)));
-    b.cap = n;
-  }
-  return b.p;
-}
-
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Rows m0 .. m0+rows, columns k0 .. k0+kc of A as panels of mr rows, k-major: element (r, k) of panel p at
@@ -150,17 +131,21 @@ void pack_b(const GemmArgs<T>& g, const KernelSet<T>& ks, int64_t n0, int64_t k0
 }
 
 // One tile of C whose valid part is rows x cols: a full tile goes straight to C, an edge tile through a
-// padded copy, so that no kernel reads or writes C outside the matrix.
+// padded copy, so that no kernel reads or writes C outside the matrix. With `bias` (the tile's first column of
+// it) and no C to load, the tile starts from the bias rows.
 template <class T>
 void run_tile(const KernelSet<T>& ks, int64_t K, const T* a, int64_t a_rs, int64_t a_cs, const T* b, int64_t ldb,
-              T* c, int64_t ldc, int64_t rows, int64_t cols, bool load_c) {
+              T* c, int64_t ldc, int64_t rows, int64_t cols, bool load_c, const T* bias = nullptr) {
   if (rows == ks.mr && cols == ks.nr) {
-    ks.kernel(K, a, a_rs, a_cs, b, ldb, c, ldc, load_c);
+    if (bias && !load_c) gemm_detail::fill_rows(c, ldc, rows, bias, cols);
+    ks.kernel(K, a, a_rs, a_cs, b, ldb, c, ldc, load_c || bias);
     return;
   }
   alignas(64) T tmp[kMaxTile] = {};
   if (load_c)
     for (int64_t r = 0; r < rows; ++r) std::copy(c + r * ldc, c + r * ldc + cols, tmp + r * ks.nr);
+  else if (bias)
+    gemm_detail::fill_rows(tmp, ks.nr, rows, bias, cols), load_c = true;
   ks.kernel(K, a, a_rs, a_cs, b, ldb, tmp, ks.nr, load_c);
   for (int64_t r = 0; r < rows; ++r) std::copy(tmp + r * ks.nr, tmp + r * ks.nr + cols, c + r * ldc);
 }
@@ -191,7 +176,7 @@ void gemm_dots(const GemmArgs<T>& g, bool threaded) {
       for (int64_t n = lo; n < hi; ++n) {
         const T acc = dot(a, g.B + n * g.b_cs, g.K);
         T* c = g.C + m * g.c_rs + n;
-        *c = g.accumulate ? *c + acc : acc;
+        *c = g.accumulate ? *c + acc : g.bias ? g.bias[n] + acc : acc;
       }
     }
   });
@@ -211,9 +196,12 @@ void gemm_dot_blocks(const GemmArgs<float>& g, gemm_detail::DotBlockFn fn, bool 
   parallel_for(0, blocks, threaded ? std::max<int64_t>(1, blocks / 32) : blocks, [&](int64_t lo, int64_t hi) {
     for (int64_t q = lo; q < hi; ++q) {
       const int64_t n0 = q * kDotNr, cols = std::min(kDotNr, g.N - n0);
-      for (int64_t m0 = 0; m0 < g.M; m0 += kDotMr)
-        fn(g.K, g.A + m0 * g.a_rs, g.a_rs, std::min(kDotMr, g.M - m0), g.B + n0 * g.b_cs, g.b_cs, cols,
-           g.C + m0 * g.c_rs + n0, g.c_rs, g.accumulate);
+      for (int64_t m0 = 0; m0 < g.M; m0 += kDotMr) {
+        const int64_t rows = std::min(kDotMr, g.M - m0);
+        float* c = g.C + m0 * g.c_rs + n0;
+        if (g.bias && !g.accumulate) gemm_detail::fill_rows(c, g.c_rs, rows, g.bias + n0, cols);
+        fn(g.K, g.A + m0 * g.a_rs, g.a_rs, rows, g.B + n0 * g.b_cs, g.b_cs, cols, c, g.c_rs, g.accumulate || g.bias);
+      }
     }
   });
 }
@@ -242,10 +230,11 @@ void gemm_small(const GemmArgs<T>& g, const KernelSet<T>& ks, bool threaded) {
           b = p, ldb = nr;
         }
         T* c = g.C + n0;
+        const T* bias = g.bias ? g.bias + n0 : nullptr;
         for (int64_t m = 0; m < full; m += mr)
           run_tile(ks, kc, g.A + m * g.a_rs + k0 * g.a_cs, g.a_rs, g.a_cs, b, ldb, c + m * g.c_rs, g.c_rs, mr, cols,
-                   load_c);
-        if (tail) run_tile(ks, kc, tail, 1, mr, b, ldb, c + full * g.c_rs, g.c_rs, g.M - full, cols, load_c);
+                   load_c, bias);
+        if (tail) run_tile(ks, kc, tail, 1, mr, b, ldb, c + full * g.c_rs, g.c_rs, g.M - full, cols, load_c, bias);
       }
     }
   });
@@ -289,7 +278,7 @@ void packed_job(const GemmArgs<T>& g, const KernelSet<T>& ks, const Slab<T>& b, 
           else if (i + mr < rows)
             prefetch_tile(g, m0 + i + mr, std::min(mr, rows - i - mr), na, std::min(nr, g.N - na));
           run_tile(ks, kc, ap + i * kc, 1, mr, bs + q * kc * nr, nr, g.C + (m0 + i) * g.c_rs + n0, g.c_rs,
-                   std::min(mr, rows - i), std::min(nr, g.N - n0), load_c);
+                   std::min(mr, rows - i), std::min(nr, g.N - n0), load_c, g.bias ? g.bias + n0 : nullptr);
         }
     }
   }
@@ -331,8 +320,12 @@ template <class T>
 void gemm_with(const GemmArgs<T>& g, const KernelSet<T>& ks) {
   if (g.M <= 0 || g.N <= 0) return;
   if (g.K <= 0) {
-    if (!g.accumulate)
-      for (int64_t m = 0; m < g.M; ++m) std::fill(g.C + m * g.c_rs, g.C + m * g.c_rs + g.N, T(0));
+    if (!g.accumulate) {
+      if (g.bias)
+        gemm_detail::fill_rows(g.C, g.c_rs, g.M, g.bias, g.N);
+      else
+        for (int64_t m = 0; m < g.M; ++m) std::fill(g.C + m * g.c_rs, g.C + m * g.c_rs + g.N, T(0));
+    }
     return;
   }
   const int64_t work = g.M * g.N * g.K;
@@ -350,11 +343,27 @@ void gemm_with(const GemmArgs<T>& g, const KernelSet<T>& ks) {
     gemm_packed(g, ks, work >= kThreadWork);
 }
 
+const gemm_detail::PairKernelSet* pair_kernels_for([[maybe_unused]] SimdLevel level) {
+#if defined(__x86_64__)
+  static const gemm_detail::PairKernelSet avx512bf16 = gemm_detail::avx512bf16_kernels();
+  if (level >= SimdLevel::Avx512Bf16) return &avx512bf16;
+#endif
+  return nullptr;
+}
+
 }  // namespace
 
 template <class T>
 void gemm(const GemmArgs<T>& g, SimdLevel level) {
-  gemm_with(g, kernels_for<T>(std::min(level, simd_level())));
+  level = std::min(level, simd_level());
+  ENG_CHECK(!(g.bias && g.accumulate), "gemm: a bias starts C, so it cannot be combined with accumulate");
+  if constexpr (std::is_same_v<T, float>) {
+    if (g.precision == GemmPrecision::Bf16)
+      return gemm_detail::gemm_bf16(g, kernels_for<float>(level), pair_kernels_for(level));
+  } else {
+    ENG_CHECK(g.precision == GemmPrecision::F32, "gemm: a bf16 product takes f32 operands, got f64");
+  }
+  gemm_with(g, kernels_for<T>(level));
 }
 
 template <class T>

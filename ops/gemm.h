@@ -2,12 +2,25 @@
 // gemm_reference is the plain triple loop every faster kernel is tested against; gemm packs A and B into
 // cache-sized panels and runs register-tile micro-kernels (AVX-512, AVX2/FMA, or portable C++), picked at
 // run time from the CPU (engine/cpu_features.h; ENG_CPU caps the level).
+//
+// A bf16 product (GemmPrecision::Bf16, f32 only) rounds both operands to bf16 as it packs them and accumulates
+// in f32: mixed-precision training's matrix products. gemm_bf16_reference defines its bits: each operand
+// element becomes bf16 by bf16_from_f32 (ops/bf16.h: round to nearest even, denormals to signed zero, NaN stays
+// a quiet NaN); the k terms go in pairs (k, k + 1) for even k, with a zero term after an odd K, and each C
+// element is the f32 chain c = (c + a[k+1] b[k+1]) + a[k] b[k] over the pairs in order, starting from C
+// (accumulate), the bias or +0. A product of two bf16 values is exact in f32, so only the additions round (to nearest
+// even, denormals kept): exactly what vdpbf16ps computes per lane, measured bit for bit on a Zen 5 (Intel's
+// manual has it flush denormal sums to zero, the one case where its CPUs would differ). Every kernel level
+// gives these bits: AVX512_BF16 with vdpbf16ps, the others with their f32 kernels on panels of rounded values
+// whose pairs are stored odd element first.
 #pragma once
 #include <cstdint>
 
 #include "engine/cpu_features.h"
 
 namespace eng {
+
+enum class GemmPrecision : uint8_t { F32, Bf16 };
 
 template <class T>
 struct GemmArgs {
@@ -19,10 +32,17 @@ struct GemmArgs {
   T* C = nullptr;
   int64_t c_rs = 0;            // C[m, n] = C[m * c_rs + n], rows contiguous
   bool accumulate = false;     // C += A·B instead of C = A·B
+  // C = bias + A·B, bias[n] added to every row: the same bits as filling each row of C with the bias and
+  // accumulating. The tile is filled just before its first multiply-add, in cache, so a Linear layer's bias costs
+  // no pass over the output. Not with accumulate.
+  const T* bias = nullptr;
+  GemmPrecision precision = GemmPrecision::F32;  // Bf16: f32 operands only (an f64 product refuses it)
 };
 
 template <class T>
 void gemm_reference(const GemmArgs<T>& g);
+// The bits every bf16 product must give (see the top of this file); ignores g.precision.
+void gemm_bf16_reference(const GemmArgs<float>& g);
 
 // Called outside a parallel region, a large product is split over the thread pool; inside one (a caller
 // that parallelises over batches) it runs on the calling thread. The bits of the result depend on the
@@ -31,6 +51,7 @@ void gemm_reference(const GemmArgs<T>& g);
 // B's columns both contiguous along k (x·Wᵀ): with one or two rows they take the SIMD dot's partial sums, and
 // in f32 with AVX2 and up to 48 rows, eight lane sums per element (ops/gemm_kernels.h), each in a fixed order.
 // So a split into row blocks keeps the bits when every block takes the path the whole product takes.
+// A bf16 product's bits depend on nothing but its operands (gemm_bf16_reference).
 template <class T>
 void gemm(const GemmArgs<T>& g);
 

@@ -2,7 +2,11 @@
 // instruction-set level (ops/gemm_kernels_avx512.cpp, ops/gemm_kernels_avx2.cpp; the portable one is in
 // gemm.cpp), with the cache blocking that suits each.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <new>
+
+#include "ops/gemm.h"
 
 namespace eng::gemm_detail {
 
@@ -38,7 +42,56 @@ struct KernelSet {
   DotBlockFn dot_block = nullptr;  // f32 with AVX2 only; elsewhere such products take the packed path
 };
 
+// The bf16 kernels (AVX512_BF16). Panels hold pairs: element (r, p) of a panel is a uint32 with bf16(x(r, 2p))
+// in its low half and bf16(x(r, 2p + 1)) in its high half, stored at dst[p * width + r] (zeros past K and past
+// `rows`). pair_kernel updates c[mr x nr] (+)= over `pairs` pairs, each lane by vdpbf16ps: the chain of
+// gemm_bf16_reference. pack writes the panel of src (element (r, k) at src[r * rs + k * cs]) for r < width,
+// k < kc, rounding by bf16_from_f32.
+using PairKernel = void (*)(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool load_c);
+using PairPackFn = void (*)(const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t width, int64_t kc,
+                            uint32_t* dst);
+
+struct PairKernelSet {
+  int64_t mr = 0, nr = 0, kc = 0, nc = 0, mc = 0;  // as in KernelSet; kc even, counted in k (not pairs)
+  PairKernel kernel = nullptr;
+  PairPackFn pack = nullptr;
+};
+
+// The bf16 driver (ops/gemm_bf16.cpp): with `pairs` (AVX512_BF16), or with the f32 kernels `f32` on panels of
+// rounded values whose pairs are stored odd element first, so the f32 chain adds the same terms in the same order.
+void gemm_bf16(const GemmArgs<float>& g, const KernelSet<float>& f32, const PairKernelSet* pairs);
+
+// c[r * ldc + j] = bias[j] for r < rows, j < cols: a tile's start when the product has a bias (ops/gemm.h).
+template <class T>
+void fill_rows(T* c, int64_t ldc, int64_t rows, const T* bias, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j) c[r * ldc + j] = bias[j];
+}
+
+// Packing buffers live as long as their thread and only grow: the first touch of a fresh page costs
+// ~12 us on these machines, more than packing the page's worth of data.
+enum Slot { kSlotB, kSlotA, kSlots };
+
+template <class T>
+T* scratch(Slot slot, int64_t n) {
+  struct Buf {
+    T* p = nullptr;
+    int64_t cap = 0;
+    ~Buf() { ::operator delete(p, std::align_val_t(64)); }
+  };
+  thread_local Buf bufs[kSlots];
+  Buf& b = bufs[slot];
+  if (n > b.cap) {
+    ::operator delete(b.p, std::align_val_t(64));
+    b.p = nullptr, b.cap = 0;
+    b.p = static_cast<T*>(::operator new(size_t(n) * sizeof(T), std::align_val_t(64)));
+    b.cap = n;
+  }
+  return b.p;
+}
+
 #if defined(__x86_64__)
+PairKernelSet avx512bf16_kernels();
 KernelSet<float> avx512_kernels();
 KernelSet<float> avx2_kernels();
 // With AVX2 (so for the AVX-512 set too): 8 x 8 in-register transposes, for widths 8 and 6.

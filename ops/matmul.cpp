@@ -1,22 +1,28 @@
 #include "ops/matmul.h"
 
+#include <type_traits>
+
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "engine/threadpool.h"
+#include "ops/bias_activation.h"
 #include "ops/cuda/dispatch.h"
 #include "ops/gemm.h"
 #include "ops/kernel_util.h"
+#include "ops/mixed_precision.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
 
 namespace eng {
 
 ENG_REGISTER_OP("matmul");
+ENG_REGISTER_OP("linear");
 
 namespace {
 
-// Batched product of a [..., M, K] and b [..., K, N], both at least 2-D, batch dims broadcast.
-Tensor batched_matmul(const Tensor& a, const Tensor& b) {
+// Batched product of a [..., M, K] and b [..., K, N], both at least 2-D, batch dims broadcast; f32 products in
+// `precision` (ops/mixed_precision.h); `bias` (contiguous [N], or undefined) starts every row of the result.
+Tensor batched_matmul(const Tensor& a, const Tensor& b, GemmPrecision precision, const Tensor& bias = Tensor()) {
   require_cpu(a, "matmul");
   require_cpu(b, "matmul");
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
@@ -57,6 +63,8 @@ Tensor batched_matmul(const Tensor& a, const Tensor& b) {
       g.A = pa + offs_a[size_t(i)], g.a_rs = a_row_stride, g.a_cs = a_cs;
       g.B = pb + offs_b[size_t(i)], g.b_rs = b_rs, g.b_cs = b_cs;
       g.C = pc + i * M * N, g.c_rs = N;
+      if constexpr (std::is_same_v<T, float>) g.precision = precision;
+      if (bias.defined()) g.bias = bias.data<T>();
       gemm(g);
     };
     // gemm splits a large product over the threads itself; many items go one per thread instead. The
@@ -90,11 +98,30 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     return r;
   }
   if (on_cuda(a) || on_cuda(b)) return cuda_op::matmul(a, b);
-  Tensor out = batched_matmul(a, b);
-  return record(out, "matmul", {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g) {
-    Tensor ga = sum_to(batched_matmul(g, transpose(b)), a.shape());
-    Tensor gb = sum_to(batched_matmul(transpose(a), g), b.shape());
+  const GemmPrecision precision = matmul_precision();
+  Tensor out = batched_matmul(a, b, precision);
+  return record(out, "matmul", {a, b}, [a = a.detach(), b = b.detach(), precision](const Tensor& g) {
+    Tensor ga = sum_to(batched_matmul(g, transpose(b), precision), a.shape());
+    Tensor gb = sum_to(batched_matmul(transpose(a), g, precision), b.shape());
     return std::vector<Tensor>{ga, gb};
+  });
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  ENG_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: x ", x.shape(),
+            " and weight ", weight.shape(), " do not fit (weight is [out, in], x ends in in)");
+  ENG_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias ", bias.shape(), " does not match weight ",
+            weight.shape());
+  check_same_dtype(x, weight, "linear");
+  check_same_dtype(x, bias, "linear");
+  if (x.dim() == 1 || on_cuda(x) || on_cuda(weight))
+    return bias_activation(matmul(x, transpose(weight, 0, 1)), bias, BiasActivation::None);
+  const GemmPrecision precision = matmul_precision();
+  Tensor out = batched_matmul(x, transpose(weight, 0, 1), precision, bias.detach().contiguous());
+  return record(out, "linear", {x, weight, bias}, [x = x.detach(), w = weight.detach(), precision](const Tensor& g) {
+    const Tensor g2 = reshape(g, {-1, w.size(0)}), x2 = reshape(x, {-1, w.size(1)});
+    return std::vector<Tensor>{batched_matmul(g, w, precision), batched_matmul(transpose(g2, 0, 1), x2, precision),
+                               sum(g2, {0})};
   });
 }
 

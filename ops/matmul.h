@@ -8,4 +8,8 @@ namespace eng {
 
 Tensor matmul(const Tensor& a, const Tensor& b);
 
+// A Linear layer: x [..., in] · weightᵀ (weight [out, in]) + bias [out], the bias added inside the product (ops/gemm.h)
+// rather than by a pass over the output. Gradients flow to all three.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+
 }  // namespace eng

@@ -110,7 +110,8 @@ TEST_CASE("cpu features: a level is always chosen") {
   CHECK(std::string(simd_level_name(l)).size() > 0);
 #if defined(__x86_64__)
   if (cpu_features().avx512f && cpu_features().avx512bw && cpu_features().avx512vl && cpu_features().fma)
-    CHECK((l == SimdLevel::Avx512 || std::getenv("ENG_CPU")));
+    CHECK((l >= SimdLevel::Avx512 || std::getenv("ENG_CPU")));
+  if (cpu_features().avx512bf16 && l >= SimdLevel::Avx512) CHECK((l == SimdLevel::Avx512Bf16 || std::getenv("ENG_CPU")));
 #endif
 }
 
@@ -137,6 +138,17 @@ TEST_CASE("cpu features: ENG_CPU picks a level the CPU runs and refuses one it l
   CpuFeatures part = avx512;  // AVX-512F without BW: the AVX-512 kernels cannot run
   part.avx512bw = false;
   CHECK_THROWS_WITH_AS(simd_level_for("avx512", part), doctest::Contains("it offers scalar, avx2 "), Error);
+  CHECK_THROWS_WITH_AS(simd_level_for("avx512bf16", avx512),
+                       "ENG_CPU: this CPU cannot run avx512bf16; it offers scalar, avx2, avx512 (unset ENG_CPU for the "
+                       "best of them)",
+                       Error);
+  CpuFeatures bf16 = avx512;  // AVX512_BF16 on top: a level of its own, which avx512 caps
+  bf16.avx512bf16 = true;
+  CHECK(simd_level_for(nullptr, bf16) == SimdLevel::Avx512Bf16);
+  CHECK(simd_level_for("avx512", bf16) == SimdLevel::Avx512);
+  CHECK(simd_level_for("avx512bf16", bf16) == SimdLevel::Avx512Bf16);
+  part.avx512bf16 = true;  // the extension without the AVX-512 base the kernels need: no AVX-512 level at all
+  CHECK_THROWS_WITH_AS(simd_level_for("avx512bf16", part), doctest::Contains("it offers scalar, avx2 "), Error);
 
   CpuFeatures arm;
   arm.neon = true;

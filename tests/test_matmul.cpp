@@ -3,9 +3,12 @@
 #include <cmath>
 #include <tuple>
 
+#include "engine/error.h"
 #include "engine/rng.h"
 #include "engine/threadpool.h"
+#include "ops/binary.h"
 #include "ops/gemm.h"
+#include "ops/mixed_precision.h"
 #include "ops/view.h"
 #include "tests/gradcheck.h"
 
@@ -84,4 +87,41 @@ TEST_CASE("matmul: errors name the op and both shapes") {
   CHECK_THROWS_WITH(matmul(zeros({2, 2, 3}), zeros({3, 3, 5})),
                     "matmul: shapes [2] and [3] cannot be broadcast together");
   CHECK_THROWS_WITH(matmul(zeros({3}), zeros({4})), "matmul: inner dimensions differ: a [3] · b [4]");
+}
+
+GRADCHECK("linear") {
+  check_gradients([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); },
+                  {uniform({2, 3, 5}, 1), uniform({4, 5}, 2), uniform({4}, 3)});
+  check_gradients([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); },
+                  {uniform({7, 5}, 4), uniform({3, 5}, 5), uniform({3}, 6)});
+}
+
+TEST_CASE("linear: the bias inside the product gives the bits of C filled with it and accumulated, on every path") {
+  // 1, 2 rows (dots), 20 (dot blocks on AVX2 and up), 40 and 300 rows (tiles, packed); f32 and bf16 products.
+  for (int64_t rows : {1, 2, 20, 40, 300})
+    for (GemmPrecision precision : {GemmPrecision::F32, GemmPrecision::Bf16}) {
+      const Tensor x = uniform({rows, 70}, 7).to(DType::F32), w = uniform({90, 70}, 8).to(DType::F32);
+      const Tensor b = uniform({90}, 9).to(DType::F32);
+      Tensor want = empty({rows, 90});
+      for (int64_t r = 0; r < rows; ++r) narrow(want, 0, r, 1).copy_from(reshape(b, {1, 90}));
+      GemmArgs<float> g;
+      g.M = rows, g.N = 90, g.K = 70, g.accumulate = true, g.precision = precision;
+      g.A = x.data<float>(), g.a_rs = 70, g.a_cs = 1, g.B = w.data<float>(), g.b_rs = 1, g.b_cs = 70;
+      g.C = want.data<float>(), g.c_rs = 90;
+      gemm(g);
+      INFO("rows ", rows, " bf16 ", precision == GemmPrecision::Bf16);
+      Tensor got;
+      {
+        PrecisionScope scope(precision);
+        got = linear(x, w, b);
+      }
+      CHECK(got.to_vector() == want.to_vector());
+      const double tolerance = precision == GemmPrecision::F32 ? 1e-5 : 0.05;
+      CHECK(eng::test::max_abs_diff(got, add(matmul(x, transpose(w, 0, 1)), b)) < tolerance);
+    }
+  GemmArgs<float> g;
+  float one = 1;
+  g.M = g.N = g.K = 1, g.A = g.B = g.C = &one, g.bias = &one, g.accumulate = true;
+  g.a_rs = g.a_cs = g.b_rs = g.b_cs = g.c_rs = 1;
+  CHECK_THROWS_WITH_AS(gemm(g), "gemm: a bias starts C, so it cannot be combined with accumulate", Error);
 }

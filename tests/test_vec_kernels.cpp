@@ -2,6 +2,7 @@
 // the scalar reference, kernel by kernel, on sizes with every tail length and on special values. The
 // tolerance of each kernel is stated where it is checked.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -271,4 +272,57 @@ TEST_CASE("vec kernels: the Adam-family update in every form, every tail") {
         CHECK(worst_ratio(v2, v, 1e-6, 1e-12) <= 1);
         CHECK(worst_ratio(p2, p, 1e-6, 1e-7) <= 1);
       }
+}
+
+TEST_CASE("vec kernels: every table fills every field, and the reference's maps are the functions they name") {
+  // The tables are filled field by field, by name (engine/vec_kernels_scalar.cpp, engine/vec_kernels_simd.h); a
+  // field left out stays null. VecKernels holds pointers only (the name and the kernels), so it reads as words.
+  static_assert(sizeof(VecKernels) % sizeof(void*) == 0, "VecKernels is expected to hold pointers only");
+  std::vector<const VecKernels*> tables = simd_tables();
+  tables.push_back(&ref());
+  for (const VecKernels* t : tables) {
+    void* words[sizeof(VecKernels) / sizeof(void*)];
+    std::memcpy(words, t, sizeof words);
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; ++i) {
+      INFO("table ", t->name, ", field ", i);
+      CHECK(words[i] != nullptr);
+    }
+  }
+  // The maps of one signature, each at a point where they all differ, against <cmath>: the SIMD tables are checked
+  // against these, so a swap in the reference would pass unseen there.
+  const float x = 0.75f;
+  auto map = [&](void (*f)(const float*, float*, int64_t)) {
+    float y = 0;
+    f(&x, &y, 1);
+    return double(y);
+  };
+  CHECK(map(ref().exp) == doctest::Approx(std::exp(0.75)));
+  CHECK(map(ref().log) == doctest::Approx(std::log(0.75)));
+  CHECK(map(ref().tanh) == doctest::Approx(std::tanh(0.75)));
+  CHECK(map(ref().sigmoid) == doctest::Approx(1 / (1 + std::exp(-0.75))));
+  CHECK(map(ref().silu) == doctest::Approx(0.75 / (1 + std::exp(-0.75))));
+  CHECK(map(ref().gelu_erf) == doctest::Approx(0.75 * 0.5 * (1 + std::erf(0.75 / std::sqrt(2.0)))));
+  CHECK(map(ref().gelu_tanh) ==
+        doctest::Approx(0.5 * 0.75 * (1 + std::tanh(std::sqrt(2 / std::acos(-1.0)) * (0.75 + 0.044715 * 0.75 * 0.75 * 0.75)))));
+  CHECK(map(ref().elu_plus_one) == doctest::Approx(1.75));
+  const float a = 3, b = 2;
+  auto binary = [&](void (*f)(const float*, const float*, float*, int64_t)) {
+    float y = 0;
+    f(&a, &b, &y, 1);
+    return double(y);
+  };
+  CHECK(binary(ref().add) == 5);
+  CHECK(binary(ref().sub) == 1);
+  CHECK(binary(ref().mul) == 6);
+  CHECK(binary(ref().div) == 1.5);
+  const float v[3] = {1, 4, 2};
+  CHECK(ref().sum(v, 3) == 7);
+  CHECK(ref().max(v, 3) == 4);
+  CHECK(ref().dot(v, v, 3) == 21);
+  const float zeros2[2] = {0, 0};
+  float row[2];
+  ref().softmax_row(zeros2, row, 2);
+  CHECK(row[0] == 0.5f);
+  ref().log_softmax_row(zeros2, row, 2);
+  CHECK(row[0] == doctest::Approx(std::log(0.5)));
 }

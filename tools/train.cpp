@@ -23,6 +23,7 @@
 #include "models/attention/attention.h"
 #include "models/transformer.h"
 #include "ops/binary.h"
+#include "ops/mixed_precision.h"
 #include "tools/train/common_flags.h"
 #include "tools/train/evaluation.h"
 #include "tools/train/job.h"
@@ -204,9 +205,9 @@ Training build(const TaskInfo& task, const TaskPlan& plan, const CommonFlags& f)
     init_weights(f.run.init, t.job->model(), t.config);
     std::printf("model weights from %s\n", f.run.init.c_str());
   }
-  std::printf("task %s, %lld parameters, attention %s, %s, %d threads\n", task.name.c_str(),
+  std::printf("task %s, %lld parameters, attention %s, %s, %s, %d threads\n", task.name.c_str(),
               (long long)t.job->model().num_parameters(), plan.model.attention.c_str(), f.training.optimizer.c_str(),
-              num_threads());
+              f.training.precision.c_str(), num_threads());
   return t;
 }
 
@@ -309,12 +310,15 @@ int run(int argc, char** argv) {
   const std::unique_ptr<TaskFlags> task_flags = task.declare(cli);
   if (!parse(cli, argc, argv, task, task_flag)) return 0;
   apply_run_flags(f.run);
+  const GemmPrecision precision = parse_precision(f.training.precision, "train: --precision");
+  ENG_CHECK(precision == GemmPrecision::F32 || f.run.device == "cpu", "train: --precision bf16 runs on the cpu only");
   const TransformerConfig model = f.model.config(uint64_t(f.training.seed));
   const RunFiles files = check_files(f.run, *task_flags);
   const TaskPlan plan = task_flags->plan({model, f.model.layers, !f.run.resume.empty()});
   limit_memory(plan, f);
   Training t = build(task, plan, f);
   TrainingLog log(f.run.log, t.job->decodes_labels(), t.start, f.training.steps);
+  const PrecisionScope scope(precision);  // the steps, evaluations and the final report alike
   report(*t.job, train(t, f, log), log, f.training.batch);
   return 0;
 }

@@ -38,6 +38,11 @@ check "bench train --steps 0" $?
 out=$(bench "${small_train[@]}" --steps 1 2>&1); rc=$?
 [ $rc -eq 0 ] && grep -Eq "tokens/s, peak memory" <<<"$out" && ! grep -Eqi "comparison|anchors|shared" <<<"$out"
 check "bench train prints only what it measured" $?
+out=$(bench "${small_train[@]}" --steps 1 --precision bf16 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "attention softmax, bf16, 1 threads" <<<"$out"; check "bench train --precision bf16" $?
+refused "${small_train[@]}" --steps 1 --precision f16 -- \
+  "error: bench train: --precision: 'f16' is not a precision; use fp32 or bf16"
+check "bench train --precision f16" $?
 # --python reaches a shell: it must stay one word, never run what follows a ';'.
 refused "${small_train[@]}" --steps 1 --vs-torch --python "$dir/no python; touch $dir/injected" -- \
   "error: bench train --vs-torch:"

@@ -11,6 +11,11 @@ out=$(train "${small[@]}" --lr 1e30 --detect-anomaly 2>&1); rc=$?
 check "--detect-anomaly names the op" $?
 out=$(train "${small[@]}" --on-nan maybe 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "train: --on-nan must be stop or skip, got 'maybe'" <<<"$out"; check "a bad --on-nan value" $?
+out=$(train "${small[@]}" --precision bf16 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "task copy, .*, bf16, 2 threads" <<<"$out"; check "--precision bf16 trains" $?
+out=$(train "${small[@]}" --precision fp16 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "train: --precision: 'fp16' is not a precision; use fp32 or bf16" <<<"$out"
+check "a bad --precision value" $?
 
 # Resource and configuration errors: a clear message and exit status 1, never a crash.
 out=$(train copy --d-model 1000000 --heads 1 --layers 1 --steps 1 2>&1); rc=$?

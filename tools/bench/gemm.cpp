@@ -1,4 +1,5 @@
-// bench gemm: GFLOP/s of the f32 GEMM on square and transformer shapes (--device cuda: tools/bench/gemm_cuda.cpp).
+// bench gemm: GFLOP/s of the f32 GEMM on square and transformer shapes (--device cuda: tools/bench/gemm_cuda.cpp),
+// and of the bf16 GEMM (ops/gemm.h: bf16 operands, f32 accumulation) on the same operands, round by round.
 // With --vs openblas it loads libopenblas.so.0 at run time (dlopen: no build dependency; `apt-get install
 // libopenblas0`) and times it on the same operands, shape by shape, alternating with ours so that both see the
 // same machine load.
@@ -90,10 +91,11 @@ int bench_gemm(int argc, char** argv) {
     ob = OpenBlas::load();
     ob.set_num_threads(int(threads));
   }
-  std::printf("bench gemm: f32, row-major C = A·B, %d threads, our kernels: %s (ENG_CPU can lower it)\n", num_threads(),
+  std::printf("bench gemm: f32 and bf16, row-major C = A·B, %d threads, our kernels: %s (ENG_CPU can lower it)\n",
+              num_threads(),
               simd_level_name(simd_level()));
   if (ob.sgemm) std::printf("OpenBLAS: %s, core %s\n", ob.config(), ob.corename());
-  std::printf("\n%-28s %12s", "shape (M x K x N)", "ours GFLOP/s");
+  std::printf("\n%-28s %12s %12s %9s", "shape (M x K x N)", "ours GFLOP/s", "bf16 GFLOP/s", "bf16/f32");
   if (ob.sgemm) std::printf(" %16s %9s %13s", "OpenBLAS GFLOP/s", "ours/OB", "max rel diff");
   std::printf("\n");
 
@@ -106,11 +108,11 @@ int bench_gemm(int argc, char** argv) {
     std::vector<float> A(size_t(nb * M * K)), B(size_t(nb * K * N)), C(size_t(nb * M * N)), D(C.size());
     for (float& x : A) x = float(2 * rng.uniform() - 1);
     for (float& x : B) x = float(2 * rng.uniform() - 1);
-    auto ours = [&] {
+    auto run = [&](GemmPrecision precision) {
       parallel_for(0, nb, 1, [&](int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; ++i) {
           GemmArgs<float> g;
-          g.M = M, g.N = N, g.K = K;
+          g.M = M, g.N = N, g.K = K, g.precision = precision;
           g.A = A.data() + i * M * K, g.a_rs = K, g.a_cs = 1;
           g.B = B.data() + i * K * N, g.b_rs = N, g.b_cs = 1;
           g.C = C.data() + i * M * N, g.c_rs = N;
@@ -118,14 +120,17 @@ int bench_gemm(int argc, char** argv) {
         }
       });
     };
+    auto ours = [&] { run(GemmPrecision::F32); };
+    auto ours_bf16 = [&] { run(GemmPrecision::Bf16); };
     // OpenBLAS has no batched call: a loop of threaded sgemm calls is what a caller gets from it.
     auto theirs = [&] {
       for (int64_t i = 0; i < nb; ++i)
         ob.sgemm(101, 111, 111, int(M), int(N), int(K), 1.f, A.data() + i * M * K, int(K), B.data() + i * K * N,
                  int(N), 0.f, D.data() + i * M * N, int(N));  // 101 row-major, 111 no transpose
     };
-    double t_ours = 1e30, t_theirs = 1e30;
+    double t_ours = 1e30, t_bf16 = 1e30, t_theirs = 1e30;
     for (int64_t r = 0; r < rounds; ++r) {
+      t_bf16 = std::min(t_bf16, best_time(ours_bf16, budget));
       t_ours = std::min(t_ours, best_time(ours, budget));
       if (!ob.sgemm) continue;
       t_theirs = std::min(t_theirs, best_time(theirs, budget));
@@ -136,7 +141,7 @@ int bench_gemm(int argc, char** argv) {
     char name[64];
     std::snprintf(name, sizeof name, "%lld x %lld x %lld%s", (long long)M, (long long)K, (long long)N,
                   nb > 1 ? (" x " + std::to_string(nb) + " batched").c_str() : "");
-    std::printf("%-28s %12.1f", name, flop / t_ours * 1e-9);
+    std::printf("%-28s %12.1f %12.1f %9.2f", name, flop / t_ours * 1e-9, flop / t_bf16 * 1e-9, t_ours / t_bf16);
     if (ob.sgemm) {
       double diff = 0, scale = 0;
       for (size_t i = 0; i < C.size(); ++i) {

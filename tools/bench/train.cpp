@@ -16,6 +16,7 @@
 #include "engine/threadpool.h"
 #include "models/transformer.h"
 #include "ops/loss.h"
+#include "ops/mixed_precision.h"
 #include "ops/view.h"
 #include "tools/bench.h"
 
@@ -66,7 +67,11 @@ int bench_train(int argc, char** argv) {
   auto& threads = cli.add_int("threads", 2, {1, 1024}, "threads");
   auto& vs_torch = cli.add_bool("vs-torch", false, "also time PyTorch on the same model (needs python3-torch)");
   auto& python = cli.add_string("python", "/usr/bin/python3", "the Python with torch, for --vs-torch");
+  auto& precision_flag = cli.add_string("precision", "fp32",
+                                         "fp32, or bf16: mixed precision, bf16 matrix products accumulated in f32 "
+                                         "(ops/mixed_precision.h); PyTorch runs fp32 either way");
   if (!cli.parse(argc, argv, 2)) return 0;
+  const GemmPrecision precision = parse_precision(precision_flag, "bench train: --precision");
   ENG_CHECK(vs_torch || !cli.was_set("python"), "bench train: --python is for --vs-torch");
   set_num_threads(int(threads));
   TransformerConfig c;
@@ -85,6 +90,7 @@ int bench_train(int argc, char** argv) {
   for (int64_t i = 0; i < ids.numel(); ++i) ids.data<int64_t>()[i] = int64_t(rng.below(uint64_t(vocab)));
   Tensor inputs = narrow(ids, 1, 0, seq).contiguous(), targets = narrow(ids, 1, 1, seq).contiguous();
   auto step = [&] {
+    PrecisionScope scope(precision);
     Tensor logits = model.forward(inputs);
     Tensor loss = cross_entropy(reshape(logits, {-1, vocab}), reshape(targets, {-1}));
     opt.zero_grad();
@@ -99,9 +105,9 @@ int bench_train(int argc, char** argv) {
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / double(steps);
   double tps = double(batch * seq) / s;
   std::printf("bench train: %lld layers, d_model %lld, %lld heads, d_ff %lld, vocab %lld, batch %lld x %lld, Adam, "
-              "attention %s, %d threads\n",
+              "attention %s, %s, %d threads\n",
               (long long)layers, (long long)d_model, (long long)heads, (long long)d_ff, (long long)vocab,
-              (long long)batch, (long long)seq, attention.c_str(), num_threads());
+              (long long)batch, (long long)seq, attention.c_str(), precision_name(precision), num_threads());
   std::printf("  %lld parameters, %.3f s/step, %.0f tokens/s, peak memory %.1f MiB\n",
               (long long)model.num_parameters(), s, tps, double(allocator::stats().peak_bytes) / (1 << 20));
   if (!vs_torch) return 0;

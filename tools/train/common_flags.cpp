@@ -55,7 +55,10 @@ TrainingFlags::TrainingFlags(Cli& cli)
       max_minutes(cli.add_double("max-minutes", 0.0, RealRange::at_least(0), "stop after the first step that ends "
                                  "past this wall time, then evaluate (0: no limit)")),
       batch(cli.add_int("batch", 32, {1, 1 << 24}, "sequences (utterances, images) per micro-batch")),
-      seed(cli.add_int("seed", 1, IntRange::at_least(0), "seed of the model and the data")) {}
+      seed(cli.add_int("seed", 1, IntRange::at_least(0), "seed of the model and the data")),
+      precision(cli.add_string("precision", "fp32", "fp32, or bf16: mixed precision, bf16 matrix products "
+                               "accumulated in f32, f32 master weights, optimizer state and checkpoints "
+                               "(ops/mixed_precision.h; cpu only)")) {}
 
 RunFlags::RunFlags(Cli& cli)
     : threads(cli.add_int("threads", 0, {0, 1024}, "threads (0: ENG_THREADS or all cores)")),

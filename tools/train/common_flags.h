@@ -32,6 +32,7 @@ struct TrainingFlags {
   int64_t &accum, &steps;
   double& max_minutes;
   int64_t &batch, &seed;
+  std::string& precision;  // fp32 or bf16 (ops/mixed_precision.h)
 };
 
 struct RunFlags {

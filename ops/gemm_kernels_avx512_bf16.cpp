@@ -1,0 +1,114 @@
+// AVX512_BF16 GEMM micro-kernel and packing: a 14 x 32 tile of C in 28 zmm accumulators, as the f32 AVX-512
+// kernel, but each step takes a pair of k: one vdpbf16ps per accumulator adds two exact products (odd k first),
+// so a step does twice the f32 kernel's work for the same instructions. The A pair is broadcast from memory.
+// Packing converts with vcvtneps2bf16, the rounding of ops/bf16.h. Built with a target attribute, so the file
+// compiles for baseline x86-64 and runs only where the dispatch found AVX512_BF16.
+#include "ops/gemm_kernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "ops/bf16.h"
+#include "ops/gemm_transpose_avx2.h"
+
+#define ENG_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma")))
+
+namespace eng::gemm_detail {
+namespace {
+
+constexpr int kMr = 14, kNr = 32;
+
+ENG_AVX512BF16 void kernel(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool load_c) {
+  __m512 lo[kMr], hi[kMr];
+#pragma GCC unroll 16
+  for (int r = 0; r < kMr; ++r) {
+    lo[r] = load_c ? _mm512_loadu_ps(c + r * ldc) : _mm512_setzero_ps();
+    hi[r] = load_c ? _mm512_loadu_ps(c + r * ldc + 16) : _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < pairs; ++p, a += kMr, b += kNr) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + 16);
+#pragma GCC unroll 16
+    for (int r = 0; r < kMr; ++r) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(int(a[r]));
+      lo[r] = _mm512_dpbf16_ps(lo[r], av, b0);
+      hi[r] = _mm512_dpbf16_ps(hi[r], av, b1);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < kMr; ++r) {
+    _mm512_storeu_ps(c + r * ldc, lo[r]);
+    _mm512_storeu_ps(c + r * ldc + 16, hi[r]);
+  }
+}
+
+// Pairs along k contiguous in src (cs == 1: A as stored, B transposed): each of 8 rows converts 16 values of
+// k into 8 pairs, and an 8 x 8 transpose of the 32-bit pairs makes them k-major.
+ENG_AVX512BF16 void pack_pairs_along_k(const float* src, int64_t rs, int64_t rows, int64_t width, int64_t kc,
+                                       uint32_t* dst) {
+  const int64_t depth = (kc + 1) / 2;
+  for (int64_t r0 = 0; r0 < width; r0 += 8) {
+    const int64_t w = std::min<int64_t>(8, width - r0);
+    for (int64_t p0 = 0; p0 < depth; p0 += 8) {
+      const int64_t k0 = 2 * p0, nk = std::min<int64_t>(16, kc - k0);
+      const __mmask16 keep = __mmask16((1u << nk) - 1);
+      __m256 v[8];
+      for (int i = 0; i < 8; ++i)
+        v[i] = r0 + i < rows ? _mm256_castsi256_ps((__m256i)_mm512_cvtneps_pbh(
+                                   _mm512_maskz_loadu_ps(keep, src + (r0 + i) * rs + k0)))
+                             : _mm256_setzero_ps();
+      transpose8(v);
+      for (int64_t i = 0; i < std::min<int64_t>(8, depth - p0); ++i)
+        store_row(reinterpret_cast<float*>(dst + (p0 + i) * width + r0), v[i], w);
+    }
+  }
+}
+
+// Rows contiguous in src (rs == 1: A transposed, B as stored): two k rows of 16 values convert together and
+// interleave into 16 pairs. (The maskz forms: GCC 12 warns that the plain ones read an undefined register.)
+ENG_AVX512BF16 void pack_pairs_across_k(const float* src, int64_t cs, int64_t rows, int64_t width, int64_t kc,
+                                        uint32_t* dst) {
+  alignas(64) static constexpr int16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                          8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i interleave = _mm512_load_si512(kInterleave);
+  for (int64_t k = 0; k < kc; k += 2, dst += width)
+    for (int64_t r0 = 0; r0 < width; r0 += 16) {
+      const int64_t n = std::clamp<int64_t>(rows - r0, 0, 16);
+      const __mmask16 keep = __mmask16((1u << n) - 1);
+      const __mmask16 store = __mmask16((1u << std::min<int64_t>(16, width - r0)) - 1);
+      const __m512 even = _mm512_maskz_loadu_ps(keep, src + k * cs + r0);
+      const __m512 odd = k + 1 < kc ? _mm512_maskz_loadu_ps(keep, src + (k + 1) * cs + r0) : _mm512_setzero_ps();
+      const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(odd, even);  // even in the low half, odd in the high
+      _mm512_mask_storeu_epi32(dst + r0, store, _mm512_maskz_permutexvar_epi16(~__mmask32(0), interleave, both));
+    }
+}
+
+ENG_AVX512BF16 void pack(const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t width, int64_t kc,
+                         uint32_t* dst) {
+  if (cs == 1) return pack_pairs_along_k(src, rs, rows, width, kc, dst);
+  if (rs == 1) return pack_pairs_across_k(src, cs, rows, width, kc, dst);
+  for (int64_t p = 0; p < (kc + 1) / 2; ++p)
+    for (int64_t r = 0; r < width; ++r) {
+      const int64_t k = 2 * p;
+      const uint32_t even = r < rows ? bf16_from_f32(src[r * rs + k * cs]) : 0;
+      const uint32_t odd = r < rows && k + 1 < kc ? bf16_from_f32(src[r * rs + (k + 1) * cs]) : 0;
+      dst[p * width + r] = even | odd << 16;
+    }
+}
+
+}  // namespace
+
+PairKernelSet avx512bf16_kernels() {
+  PairKernelSet s;
+  s.mr = kMr, s.nr = kNr;
+  // As the f32 AVX-512 set in bytes: a pair row of B is 128 bytes, one f32 row's worth, so kc doubles.
+  s.kc = 768, s.nc = 15 * kNr, s.mc = 14 * kMr;
+  s.kernel = kernel;
+  s.pack = pack;
+  return s;
+}
+
+}  // namespace eng::gemm_detail
+
+#endif  // __x86_64__
