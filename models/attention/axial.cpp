@@ -54,13 +54,13 @@ std::unique_ptr<Attention> make_axial(const AttentionConfig& c) {
     ENG_CHECK(axis != Axis::Heads || g.heads >= 2,
               "attention 'axial': axis=heads needs at least 2 heads, the input has ", g.heads);
     return std::make_unique<Axial>(g, image_width(width, g.n, "axial"), axis);
-  });
+  }, "", SparseStep{width > 0 ? "" : kSquareNoStep});
 }
 
 }  // namespace
 
 ENG_REGISTER_ATTENTION("axial",
                        "Axial Transformer attention: along rows or columns of an image, per head or for all heads",
-                       make_axial);
+                       make_axial, {{"width", "4"}});  // the sweep's 16 positions as a 4 x 4 image: a step
 
 }  // namespace eng

@@ -30,7 +30,9 @@ namespace {
 
 std::unique_ptr<Attention> make_band(const AttentionConfig& c) {
   const int64_t w = c.options.get_int("window", 64, IntRange::at_least(0));
-  return std::make_unique<SparseAttention>("band", c, [w](const PatternGeometry& g) { return band_pattern(g, w); });
+  // Row t reads t - w .. t: the recurrent form keeps a ring of the last w + 1 keys and values.
+  return std::make_unique<SparseAttention>(
+      "band", c, [w](const PatternGeometry& g) { return band_pattern(g, w); }, "", SparseStep{"", w});
 }
 
 }  // namespace

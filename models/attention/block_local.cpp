@@ -23,7 +23,9 @@ PatternPtr block_local_pattern(const PatternGeometry& g) { return std::make_uniq
 namespace {
 
 std::unique_ptr<Attention> make_block_local(const AttentionConfig& c) {
-  return std::make_unique<SparseAttention>("block-local", c, block_local_pattern);
+  // Row t reads its own block, at most block - 1 positions back: the recurrent form keeps a ring of `block`.
+  return std::make_unique<SparseAttention>("block-local", c, block_local_pattern, "",
+                                           SparseStep{"", sparse_block(c) - 1});
 }
 
 }  // namespace

@@ -97,7 +97,8 @@ class BPTransformerAttention : public SparseAttention {
 std::unique_ptr<Attention> make_bp_transformer(const AttentionConfig& c) {
   const int64_t k = c.options.get_int("window", 4, IntRange::at_least(0));
   return std::make_unique<BPTransformerAttention>(
-      "bp-transformer", c, [k](const PatternGeometry& g) { return std::make_unique<BinaryTree>(g, k); });
+      "bp-transformer", c, [k](const PatternGeometry& g) { return std::make_unique<BinaryTree>(g, k); }, "",
+      SparseStep{"the span nodes follow all the tokens and summarise spans not yet generated"});
 }
 
 }  // namespace

@@ -40,8 +40,9 @@ namespace {
 std::unique_ptr<Attention> make_dilated(const AttentionConfig& c) {
   const int64_t w = c.options.get_int("window", 32, IntRange::at_least(0));
   const int64_t d = c.options.get_int("dilation", 2, IntRange::at_least(1));
-  return std::make_unique<SparseAttention>("dilated", c,
-                                           [w, d](const PatternGeometry& g) { return dilated_pattern(g, w, d); });
+  // Row t reads back to t - w d: the recurrent form keeps a ring of the last w d + 1 keys and values.
+  return std::make_unique<SparseAttention>(
+      "dilated", c, [w, d](const PatternGeometry& g) { return dilated_pattern(g, w, d); }, "", SparseStep{"", w * d});
 }
 
 }  // namespace

@@ -57,13 +57,13 @@ std::unique_ptr<Attention> make_image_2d(const AttentionConfig& c) {
   const int64_t mw = c.options.get_int("memory_cols", qw, IntRange::at_least(0));
   return std::make_unique<SparseAttention>("image-2d", c, [=](const PatternGeometry& g) {
     return std::make_unique<Image2d>(g, Image2dShape{image_width(width, g.n, "image-2d"), qh, qw, mh, mw});
-  });
+  }, "", SparseStep{width > 0 ? "" : kSquareNoStep});
 }
 
 }  // namespace
 
 ENG_REGISTER_ATTENTION("image-2d",
                        "Image Transformer 2D local attention: query blocks of pixels attend their memory blocks",
-                       make_image_2d);
+                       make_image_2d, {{"width", "4"}});  // the sweep's 16 positions as a 4 x 4 image: a step
 
 }  // namespace eng

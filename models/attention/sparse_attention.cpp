@@ -17,15 +17,17 @@ int64_t sparse_block(const AttentionConfig& c) {
 }
 
 SparseAttention::SparseAttention(std::string name, const AttentionConfig& config, PatternBuilder builder,
-                                 std::string no_causal)
+                                 std::string no_causal, SparseStep step)
     : name_(std::move(name)),
       no_causal_(std::move(no_causal)),
       builder_(std::move(builder)),
       block_(sparse_block(config)),
-      causal_(config.causal) {
+      causal_(config.causal),
+      step_(std::move(step)) {
   accepts_.causal = accepts_.query_offset = no_causal_.empty();
   accepts_.alibi = true;
   accepts_.cross = true;  // fewer queries than keys: positions query_offset .. of the key sequence (checked by layout)
+  accepts_.grouped_step = true;
   accepts_.why_not = "the pattern is the mask";
   if (!no_causal_.empty()) accepts_.why_not += ", and it has no causal form: " + no_causal_;
   scale_ = config.options.get_double("scale", 0.0, RealRange::above(0));  // 0: 1/sqrt(D)
@@ -54,8 +56,12 @@ std::shared_ptr<const BlockSparseLayout> SparseAttention::layout(int64_t heads, 
   return made;
 }
 
+double SparseAttention::scale_for(int64_t head_dim) const {
+  return scale_ > 0 ? scale_ : 1.0 / std::sqrt(double(head_dim));
+}
+
 Tensor SparseAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
-  const double scale = scale_ > 0 ? scale_ : 1.0 / std::sqrt(double(q.size(3)));
+  const double scale = scale_for(q.size(3));
   AttentionMask m = mask;
   m.causal = false;  // the pattern's rule decides causality
   return block_sparse_attention(

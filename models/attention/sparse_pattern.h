@@ -65,5 +65,8 @@ PatternPtr per_head(const PatternGeometry& g, std::vector<PatternPtr> parts, std
 // The width of the image that n positions lay out in raster order: `width` when > 0, else the side of a square
 // image (n must then be a perfect square). Errors name the variant.
 int64_t image_width(int64_t width, int64_t n, const std::string& variant);
+// Why an image pattern without option width has no recurrent form (SparseStep::none).
+constexpr const char* kSquareNoStep =
+    "without option width the image is the square of the sequence length, so row t depends on the length";
 
 }  // namespace eng

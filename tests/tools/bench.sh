@@ -31,6 +31,15 @@ check "bench generate --tokens with an empty item" $?
 refused generate --tokens 16 --batch 0 -- "error: bench generate: --batch expects an integer in 1..65536, got '0'"
 check "bench generate --batch 0" $?
 refused generate --modes '' -- "error: bench generate: --modes is empty"; check "bench generate --modes ''" $?
+refused generate --modes star -- "error: attention 'star': does not take a causal mask"
+check "bench generate --modes star (no causal form) refused by the variant" $?
+# band's state is a ring of window + 1 positions: the same bytes per layer at 16 and 64 tokens, softmax's cache grows.
+out=$(bench generate --tokens 16,64 --layers 1 --d-model 16 --heads 2 --batch 1 --threads 1 \
+  --modes stateful,band:window=2:block=4 2>&1); rc=$?
+band=$(awk '$1 == "band:window=2:block=4" { print $NF }' <<<"$out" | sort -u | wc -l)
+cache=$(awk '$1 == "stateful" { print $NF }' <<<"$out" | sort -u | wc -l)
+[ $rc -eq 0 ] && [ "$band" -eq 1 ] && [ "$cache" -eq 2 ] || echo "$out"
+check "bench generate VARIANT: band's state bytes flat in the length, softmax's grow" $?
 
 small_train=(train --layers 1 --d-model 8 --heads 2 --d-ff 8 --vocab 8 --batch 1 --seq-len 4 --threads 1)
 refused train --steps 0 -- "error: bench train: --steps expects an integer in 1..1000000, got '0'"

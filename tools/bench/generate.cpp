@@ -6,6 +6,10 @@
 //   linear    causal linear attention in its RNN form (O(N) per image, constant work per pixel)
 //   lsh-1/4   causal reformer with 1 or 4 hash rounds, which has no recurrent form: the prefix is recomputed
 //             per pixel, as for the paper's LSH rows (O(N^2 chunk) per image)
+//   VARIANT   any registered variant with a recurrent form, generated with its step(); options follow the name as
+//             ':name=value' ("band:window=64:block=64")
+// The recurrent rows report the state's bytes per layer at the end of the image: the host allocator's live bytes
+// with the state alive, less those before it was made (CPU only; the softmax cache's capacity doubles).
 // Latency: one image (batch 1); throughput: many images in flight (--batch). The naive generator at full
 // length takes minutes, so by default its time (and lsh's) per image is integrated from timed prefix forwards at
 // --naive-samples evenly spaced lengths (trapezoid rule; stated as an estimate); --naive-full runs it all.
@@ -19,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/allocator.h"
 #include "engine/autograd.h"
 #include "engine/cli.h"
 #include "engine/cuda.h"
@@ -57,12 +62,14 @@ Tensor greedy(const Tensor& logits) { return argmax(to_device(logits.contiguous(
 struct Timing {
   double seconds = 0;            // per batch of images
   double first_ms = 0, last_ms = 0;  // per token, averaged over the first and the last tenth of the image
+  double state_bytes = -1;           // per layer at the end, recurrent generators on the CPU; < 0: not measured
   bool estimated = false;
 };
 
 // The recurrent generators: one model.step per pixel.
 Timing generate_recurrent(const LanguageModel& model, int64_t batch, int64_t tokens) {
   NoGradGuard no_grad;
+  const size_t live_before = allocator::stats().live_bytes;
   auto state = model.new_state();
   Tensor cur = zeros({batch}, DType::I64);
   std::vector<double> per_token;
@@ -74,6 +81,10 @@ Timing generate_recurrent(const LanguageModel& model, int64_t batch, int64_t tok
   }
   Timing r;
   r.seconds = since(t0);
+  if (cur.device() == Device::CPU && model.config().decoder_layers > 0) {
+    const size_t held = allocator::stats().live_bytes - live_before - size_t(cur.numel()) * sizeof(int64_t);
+    r.state_bytes = double(held) / double(model.config().decoder_layers);
+  }
   const size_t tenth = std::max<size_t>(1, per_token.size() / 10);
   for (size_t i = 0; i < tenth; ++i) {
     r.first_ms += per_token[i] * 1e3 / double(tenth);
@@ -110,6 +121,23 @@ Timing generate_naive(const LanguageModel& model, int64_t batch, int64_t tokens,
   return r;
 }
 
+// A --modes entry that names a variant: "band:window=64:block=64" -> a pixel model of that variant, which must have
+// a recurrent form.
+std::unique_ptr<LanguageModel> variant_model(const std::string& mode, int64_t layers, int64_t d_model, int64_t heads,
+                                             int64_t tokens) {
+  std::stringstream parts(mode);
+  std::string variant, pair;
+  std::getline(parts, variant, ':');
+  TransformerConfig c = pixel_model(variant, layers, d_model, heads, tokens);
+  while (std::getline(parts, pair, ':')) c.attention_options.set_pair(pair, "bench generate: --modes '" + mode + "'");
+  auto m = std::make_unique<LanguageModel>(c);
+  m->eval();
+  const auto state = m->new_state();
+  ENG_CHECK(!state.layers.empty() && state.layers[0], "bench generate: --modes '", mode, "': attention '", variant,
+            "' has no recurrent form (step) with these options");
+  return m;
+}
+
 std::vector<int64_t> parse_sizes(const std::string& s) {
   std::vector<int64_t> out;
   std::stringstream ss(s);
@@ -127,7 +155,8 @@ int bench_generate(int argc, char** argv) {
   auto& d_model = cli.add_int("d-model", 256, {1, 1 << 16}, "model width (FFN 4 x d_model)");
   auto& heads = cli.add_int("heads", 8, {1, 1024}, "heads");
   auto& batch = cli.add_int("batch", 32, {1, 1 << 16}, "images in flight for the throughput rows");
-  auto& modes = cli.add_string("modes", "naive,stateful,linear", "generators to time: naive, stateful, linear, lsh-1, lsh-4");
+  auto& modes = cli.add_string("modes", "naive,stateful,linear", "generators to time: naive, stateful, linear, lsh-1, "
+                               "lsh-4, or a variant with a recurrent form and its options (band:window=64)");
   auto& naive_full = cli.add_bool("naive-full", false, "run the naive generator in full instead of estimating it");
   // Two at least: the estimate integrates between timed lengths.
   auto& naive_samples = cli.add_int("naive-samples", 8, {2, 1 << 16}, "prefix lengths timed for the naive estimate");
@@ -143,12 +172,13 @@ int bench_generate(int argc, char** argv) {
             cuda::unavailable_reason());
   const std::vector<int64_t> sizes = parse_sizes(tokens_list);
   const int64_t longest = *std::max_element(sizes.begin(), sizes.end());
+  ENG_CHECK(!modes.empty(), "bench generate: --modes is empty: name at least one generator");
+  std::vector<std::pair<std::string, std::unique_ptr<LanguageModel>>> variant_models;
   std::stringstream listed(modes);
   std::string mode;
   while (std::getline(listed, mode, ','))
-    ENG_CHECK(mode == "naive" || mode == "stateful" || mode == "linear" || mode == "lsh-1" || mode == "lsh-4",
-              "bench generate: --modes takes naive, stateful, linear, lsh-1 and lsh-4, got '", mode, "'");
-  ENG_CHECK(!modes.empty(), "bench generate: --modes is empty: name at least one generator");
+    if (mode != "naive" && mode != "stateful" && mode != "linear" && mode != "lsh-1" && mode != "lsh-4")
+      variant_models.emplace_back(mode, variant_model(mode, layers, d_model, heads, longest));
   auto has = [&](const std::string& m) { return ("," + modes + ",").find("," + m + ",") != std::string::npos; };
   ENG_CHECK(device == Device::CPU || (!has("lsh-1") && !has("lsh-4")),
             "bench generate --device cuda: reformer does not run on cuda yet; drop lsh-1 and lsh-4 from --modes");
@@ -159,6 +189,7 @@ int bench_generate(int argc, char** argv) {
   if (device == Device::CUDA) {
     softmax_model.to(device);
     linear_model.to(device);
+    for (auto& vm : variant_models) vm.second->to(device);
   }
   // Reformer has no recurrent form: like the paper's LSH-1 and LSH-4 rows, it recomputes the prefix per pixel.
   auto reformer = [&](int rounds) {
@@ -174,11 +205,14 @@ int bench_generate(int argc, char** argv) {
               (long long)layers, (long long)d_model, (long long)heads, (long long)(4 * d_model),
               (long long)linear_model.num_parameters(),
               device == Device::CUDA ? "cuda" : (std::to_string(num_threads()) + " threads").c_str());
+  int label_width = 10;
+  for (const auto& vm : variant_models) label_width = std::max(label_width, int(vm.first.size()));
   for (int64_t tokens : sizes) {
     for (int64_t b : {int64_t(1), int64_t(batch)}) {
       std::printf("\n%lld pixels, batch %lld (%s)\n", (long long)tokens, (long long)b,
                   b == 1 ? "latency" : "throughput");
-      std::printf("  %-10s %12s %12s %14s %16s\n", "generator", "s/batch", "images/s", "vs naive", "ms/token first/last");
+      std::printf("  %-*s %12s %12s %14s %21s %16s\n", label_width, "generator", "s/batch", "images/s", "vs naive",
+                  "ms/token first/last", "state KiB/layer");
       double naive_s = 0;
       std::vector<std::pair<std::string, Timing>> rows;
       if (has("naive")) rows.push_back({"naive", generate_naive(softmax_model, b, tokens, naive_full, naive_samples)});
@@ -186,13 +220,15 @@ int bench_generate(int argc, char** argv) {
       if (has("linear")) rows.push_back({"linear", generate_recurrent(linear_model, b, tokens)});
       if (lsh1) rows.push_back({"lsh-1", generate_naive(*lsh1, b, tokens, naive_full, naive_samples)});
       if (lsh4) rows.push_back({"lsh-4", generate_naive(*lsh4, b, tokens, naive_full, naive_samples)});
+      for (const auto& vm : variant_models) rows.push_back({vm.first, generate_recurrent(*vm.second, b, tokens)});
       for (const auto& [name, t] : rows)
         if (name == "naive") naive_s = t.seconds;
       for (const auto& [name, t] : rows) {
-        std::printf("  %-10s %11.3f%s %12.2f", name.c_str(), t.seconds, t.estimated ? "*" : " ",
+        std::printf("  %-*s %11.3f%s %12.2f", label_width, name.c_str(), t.seconds, t.estimated ? "*" : " ",
                     double(b) / t.seconds);
         if (naive_s > 0) std::printf(" %13.1fx", naive_s / t.seconds); else std::printf(" %14s", "-");
-        if (t.first_ms > 0) std::printf("   %7.3f / %7.3f", t.first_ms, t.last_ms);
+        if (t.first_ms > 0) std::printf("   %7.3f / %7.3f", t.first_ms, t.last_ms); else std::printf(" %21s", "");
+        if (t.state_bytes >= 0) std::printf(" %16.1f", t.state_bytes / 1024.0);
         std::printf("\n");
       }
       for (const auto& [name, t] : rows)
