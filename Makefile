@@ -192,7 +192,7 @@ FUZZ_FLAGS := -O1 -g1 -std=c++17 -Wall -Wextra -Werror -pthread -I. -MMD -MP -fn
 	-fsanitize=address,undefined -fno-sanitize-recover=undefined
 # What the readers need, and no attention variant or op: the fuzz build stays small. The objects go into an
 # archive, so that the linker takes only those the targets reach (a dataset file using ops is left out).
-FUZZ_SRC := $(wildcard engine/*.cpp datasets/*.cpp) models/module.cpp models/attention/registry.cpp
+FUZZ_SRC := $(wildcard engine/*.cpp datasets/*.cpp) models/module.cpp models/attention/options.cpp
 FUZZ_OBJ := $(FUZZ_SRC:%.cpp=$(FUZZ_DIR)/obj/%.o)
 FUZZ_MAIN_OBJ := $(FUZZ_DIR)/obj/tests/fuzz/targets.o
 -include $(FUZZ_OBJ:.o=.d) $(FUZZ_MAIN_OBJ:.o=.d)

@@ -218,7 +218,8 @@ TEST_CASE("clustered: bad options, causal, keep, bias, ALiBi and bad shapes are 
   CHECK_THROWS_WITH(bad({{"redraw", "never"}}),
                     "attention 'clustered': option redraw must be every-call or fixed, got 'never'");
   CHECK_THROWS_WITH(bad({{"topk", "4"}}), "attention 'clustered': unknown option 'topk'");
-  CHECK_THROWS_WITH(bad({{"hash_bias", "maybe"}}), "attention option hash_bias: expected true or false, got 'maybe'");
+  CHECK_THROWS_WITH(bad({{"hash_bias", "maybe"}}),
+                    "attention 'clustered': option hash_bias expects true or false, got 'maybe'");
   AttentionConfig causal_cfg;
   causal_cfg.causal = true;
   CHECK_THROWS_WITH(make_attention("clustered", causal_cfg),
