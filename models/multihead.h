@@ -9,7 +9,7 @@
 // v_proj output kv_heads·head_dim, and query head h reads K/V group h / (heads / kv_heads). The mechanism
 // still sees k and v with `heads` heads: the groups are expanded along the head axis (a stride-0 view for
 // kv_heads = 1, one copy of the projected k and v for 1 < kv_heads < heads), so every variant works
-// unchanged. In generation, a mechanism with grouped_step() (softmax's KV cache) takes the groups as they are
+// unchanged. In generation, a mechanism whose accepts().grouped_step is set (softmax's KV cache) takes the groups as they are
 // and caches kv_heads heads, not heads. docs/attention/grouped_query.md.
 #pragma once
 #include <memory>

@@ -158,7 +158,8 @@ TEST_CASE("attention registry: what a variant accepts runs; the rest is refused 
       CAPTURE(causal);
       std::string error;
       const auto a = build(name, causal, &error);
-      const AttentionAccepts acc = build(name, false, nullptr) ? build(name, false)->accepts() : AttentionAccepts{};
+      const auto plain = build(name, false);
+      const AttentionAccepts acc = plain ? plain->accepts() : AttentionAccepts{};
       if (!a) {  // a build refused only for causality, in the shared words
         CHECK(causal);
         CHECK_FALSE(acc.causal);
@@ -183,7 +184,7 @@ TEST_CASE("attention registry: what a variant accepts runs; the rest is refused 
 
 TEST_CASE("attention registry: a declared bias or keep mask reaches the logits (key 0 alone left: outputs are v_0)") {
   // A bias of -1e4, or keep 0, on every key but key 0 leaves each query one key: its output is v_0 exactly (up to
-  // e^-1e4). Relative positions and padding rely on it.
+  // e^-1e4). Relative positions and padding rely on it, in the parallel form and in step().
   for (const std::string& name : variant_names())
     for (bool causal : {false, true}) {
       CAPTURE(name);
@@ -197,10 +198,21 @@ TEST_CASE("attention registry: a declared bias or keep mask reaches the logits (
       AttentionMask m;
       m.causal = causal;
       if (a->accepts().bias) {
-        m.bias = full({1, 1, L, L}, -1e4, DType::F64);
-        for (int64_t i = 0; i < L; ++i) m.bias.set_at({0, 0, i, 0}, 0);
+        const Tensor bias = full({1, 1, L, L}, -1e4, DType::F64);
+        for (int64_t i = 0; i < L; ++i) bias.set_at({0, 0, i, 0}, 0);
+        m.bias = bias;
         CHECK(max_abs_diff(a->forward(q, k, v, m), v0) < 1e-9);
         m.bias = Tensor();
+        auto state = causal ? a->new_state() : nullptr;
+        for (int64_t t = 0; state && t < L; ++t) {  // the step's row of the bias: keys 0 .. t
+          AttentionMask row;
+          row.causal = true;
+          row.query_offset = t;
+          row.bias = narrow(narrow(bias, 2, t, 1), 3, 0, t + 1);
+          const Tensor o = a->step(narrow(q, 2, t, 1), narrow(k, 2, t, 1), narrow(v, 2, t, 1), *state, row);
+          state->length++;
+          CHECK(max_abs_diff(o, narrow(v0, 2, t, 1)) < 1e-9);
+        }
       }
       if (a->accepts().keep) {
         m.keep = full({1, 1, L, L}, 0.0, DType::F64);
@@ -213,7 +225,8 @@ TEST_CASE("attention registry: a declared bias or keep mask reaches the logits (
 TEST_CASE("attention registry: a 2-layer model of every variant has finite outputs and gradients") {
   for (const std::string& name : variant_names()) {
     CAPTURE(name);
-    const bool causal = build(name, false) ? build(name, false)->accepts().causal : true;
+    const auto plain = build(name, false);
+    const bool causal = plain ? plain->accepts().causal : true;
     const auto a = build(name, causal);
     REQUIRE(a);
     for (int64_t kv_heads : {0, 1}) {  // multi-head and multi-query: every variant takes K/V groups
