@@ -285,7 +285,7 @@ TEST_CASE("sinkhorn: bad options, max_len, refused masks, N > max_len and shapes
   auto attn = make_sinkhorn({{"block", "2"}}, 6);
   const Tensor q = uniform({1, 2, 4, 3}, 51), v = uniform({1, 2, 4, 2}, 52);
   const std::string why = " (sorted keys are mixtures of positions, and query block i is paired with key block i of "
-                          "one sequence (no KV cache)); it takes: causal, non-causal, key padding";
+                          "one sequence); it takes: causal, non-causal, key padding";
   AttentionMask keep;
   keep.keep = ones({4, 4});
   CHECK_THROWS_WITH(attn->forward(q, q, v, keep), ("attention 'sinkhorn': does not take a keep mask" + why).c_str());

@@ -22,7 +22,8 @@ namespace eng {
 ENG_REGISTER_ATTENTION("sinkhorn",
                        "Sparse Sinkhorn attention (Tay et al. 2020): a learned sorting network and Sinkhorn "
                        "normalisation sort key blocks; local + sorted block, SortCut, O(N*block), causal or not",
-                       [](const AttentionConfig& c) { return std::make_unique<SinkhornAttention>(c); });
+                       [](const AttentionConfig& c) { return std::make_unique<SinkhornAttention>(c); },
+                       {{"block", "4"}});  // the sweep's 16 positions in 4 blocks: its step sorts blocks
 
 namespace {
 
@@ -40,7 +41,8 @@ SinkhornAttention::SinkhornAttention(const AttentionConfig& config)
       block_(config.options.get_int("block", 64, IntRange::at_least(1))),
       iters_(config.options.get_int("iters", 5, IntRange::at_least(1))),
       sortcut_(config.options.get_int("sortcut", 0, IntRange::at_least(0))),  // 0: off
-      temperature_(config.options.get_double("temperature", 0.75, RealRange::above(0))) {
+      temperature_(config.options.get_double("temperature", 0.75, RealRange::above(0))),
+      causal_(config.causal) {
   ENG_CHECK(max_len_ >= 1, "attention 'sinkhorn': needs AttentionConfig::max_len >= 1 (the sorting network has one "
             "output per block), got ", max_len_);
   ENG_CHECK(heads_ >= 1 && head_dim_ >= 1, "attention 'sinkhorn': needs heads >= 1 and head_dim >= 1, got ", heads_,
@@ -49,8 +51,9 @@ SinkhornAttention::SinkhornAttention(const AttentionConfig& config)
   ENG_CHECK(sortcut_ <= nb_max, "attention 'sinkhorn': option sortcut = ", sortcut_, " exceeds the ", nb_max,
             " blocks of max_len ", max_len_);
   accepts_.causal = sortcut_ == 0;
+  accepts_.grouped_step = true;
   accepts_.why_not = sortcut_ == 0 ? "sorted keys are mixtures of positions, and query block i is paired with key "
-                                     "block i of one sequence (no KV cache)"
+                                     "block i of one sequence"
                                    : "sorted keys are mixtures of positions, query block i is paired with key block i "
                                      "of one sequence, and SortCut reads the first sorted blocks, drawn from all of it";
   Rng rng(config.seed ^ kStream);

@@ -28,14 +28,33 @@
 // Options: block (default 64), iters (default 5), temperature = τ > 0 (default 0.75), sortcut = n (default 0, off;
 // non-causal only). Needs AttentionConfig::max_len >= 1 (W has a column per block) and N <= max_len. The sorting
 // network is the parameter "sort_net" [H, D, nb_max], drawn N(0, 1/D) from AttentionConfig::seed. Self-attention
-// only (Lq == Lk). No recurrent form (new_state() is null).
+// only (Lq == Lk).
+//
+// Recurrent form (models/attention/sinkhorn_step.cpp; built causal, without SortCut): row t of the causal form
+// depends on positions <= t only, whatever the length (row i of P reads the blocks < i, and for N < block the one
+// block of N positions is causal softmax, as block 0 is), so step t equals row t of the parallel form of any length
+// > t. The state keeps every key and value (the sorted block of block i mixes all blocks < i), the summary of the
+// complete blocks, per iteration the running column log-sum-exp of the rows so far, and the current block's sorted
+// keys and values; at the first position of block i it computes row i of R and of P (O(i·(D + iters))) and the
+// sorted block (O(i·c·(D + Dv))), then every step attends over at most 2c keys (O(c·(D + Dv))). K/V may have G
+// heads dividing q's H (grouped-query attention).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "models/attention/attention.h"
+#include "models/attention/row_cache.h"
 
 namespace eng {
+
+// The recurrent state of causal Sinkhorn attention.
+struct SinkhornState : AttentionState {
+  RowCache k, v;              // every position: [B, G, ·, D], [B, G, ·, Dv]
+  Tensor summary;             // [B, G, D] f64: X'_i, the sum of the keys of the blocks before the current one
+  Tensor lse;                 // [B, H, iters, nb_max] f64: per iteration, log Σ exp down each column of the rows so far
+  Tensor sorted_k, sorted_v;  // [B, H, c, D], [B, H, c, Dv] f64: ψ_S(K)_i and ψ_S(V)_i of the current block i
+};
 
 class SinkhornAttention : public Attention {
  public:
@@ -51,17 +70,23 @@ class SinkhornAttention : public Attention {
   double temperature() const { return temperature_; }
   int64_t sortcut() const { return sortcut_; }
   const Tensor& sort_net() const { return w_; }  // [H, D, nb_max]
+  // Null unless built causal without SortCut.
+  std::unique_ptr<AttentionState> new_state() const override;
 
  protected:
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
+  Tensor attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                     const AttentionMask& mask) override;
 
  private:
   // k [B, H, N, D] with padded keys zeroed and internal padding appended: [B, H, nb·c, D].
   Tensor padded(const Tensor& x, const AttentionMask& mask) const;
   Tensor sinkhorn(const Tensor& keys, int64_t c, bool causal) const;  // keys as padded() gives them
+  void sort_block(SinkhornState& s, int64_t H, int64_t blk) const;     // the step's sorted block blk >= 1
 
   int64_t heads_, head_dim_, max_len_, block_, iters_, sortcut_;
   double temperature_;
+  bool causal_;  // built causal (AttentionConfig::causal): the recurrent form exists
   Tensor w_;
 };
 
