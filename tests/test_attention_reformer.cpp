@@ -361,7 +361,7 @@ TEST_CASE("reformer: bad options, refused masks, cross-attention shapes and step
 
   auto attn = make_reformer({});
   const Tensor q = uniform({1, 2, 4, 3}, 61), v = uniform({1, 2, 4, 3}, 62);
-  const std::string why = " (its keys are its own normalised queries (no KV cache), and logits exist only inside "
+  const std::string why = " (its keys are its own normalised queries, and logits exist only inside "
                           "the sorted chunks); it takes: causal, non-causal, key padding";
   AttentionMask keep;
   keep.keep = ones({4, 4});

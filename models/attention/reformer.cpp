@@ -18,7 +18,8 @@ namespace eng {
 ENG_REGISTER_ATTENTION("reformer",
                        "Reformer LSH attention (Kitaev et al. 2020): shared QK, random-rotation hashes, sorted chunks "
                        "with one chunk of look-back, O(N*chunk), causal or not",
-                       [](const AttentionConfig& c) { return std::make_unique<ReformerAttention>(c); });
+                       [](const AttentionConfig& c) { return std::make_unique<ReformerAttention>(c); },
+                       {{"buckets", "4"}, {"chunk", "4"}});  // the sweep's 16 positions in 4 chunks
 
 namespace {
 
@@ -35,6 +36,9 @@ constexpr double kNormEps = 1e-12;
 
 std::vector<double> as_doubles(const std::vector<int64_t>& v) { return std::vector<double>(v.begin(), v.end()); }
 
+// The keys of shared-QK attention: k = q / ‖q‖ (Sec. 2), for the parallel form and the step alike.
+Tensor shared_keys(const Tensor& q) { return mul(q, rsqrt(add_scalar(sum(mul(q, q), {3}, true), kNormEps))); }
+
 }  // namespace
 
 ReformerAttention::ReformerAttention(const AttentionConfig& config)
@@ -42,6 +46,7 @@ ReformerAttention::ReformerAttention(const AttentionConfig& config)
       rounds_(config.options.get_int("rounds", 1, IntRange::at_least(1))),
       chunk_(config.options.get_int("chunk", 64, IntRange::at_least(1))),
       dedup_(config.options.get_bool("dedup", false)),
+      causal_(config.causal),
       seed_(config.seed) {
   const std::string redraw = config.options.get_string("redraw", "every-call");
   ENG_CHECK(redraw == "every-call" || redraw == "fixed",
@@ -49,8 +54,9 @@ ReformerAttention::ReformerAttention(const AttentionConfig& config)
   fixed_ = redraw == "fixed";
   ENG_CHECK(nb_ % 2 == 0, "attention 'reformer': option buckets must be even (argmax over [xR; -xR] has two buckets "
             "per column of R), got ", nb_);
-  accepts_.why_not = "its keys are its own normalised queries (no KV cache), and logits exist only inside the sorted "
-                     "chunks";
+  accepts_.grouped_step = true;  // the keys come from q (H heads); only v has G
+  accepts_.prefix_step = true;
+  accepts_.why_not = "its keys are its own normalised queries, and logits exist only inside the sorted chunks";
   calls_ = register_buffer("hash_calls", zeros({1}, DType::I64));
 }
 
@@ -139,9 +145,94 @@ Tensor ReformerAttention::attend(const Tensor& q, const Tensor&, const Tensor& v
   // Each round's o_i^(r) (Eq. 8) and log-normaliser z_r, in original order (ops/lsh_attention.h), then the rounds
   // weighted by exp(z_r − logsumexp_r z_r) (Eq. 7); a query with no visible key in any round has z_r = −inf
   // throughout, gets weights 0 (softmax of an all −inf row) and outputs zeros.
-  const Tensor keys = mul(q, rsqrt(add_scalar(sum(mul(q, q), {3}, true), kNormEps)));  // shared QK
-  const auto [ou, zu] = lsh_chunk_attention(q, keys, v, layout, 1.0 / std::sqrt(double(D)));
+  const auto [ou, zu] = lsh_chunk_attention(q, shared_keys(q), v, layout, 1.0 / std::sqrt(double(D)));
   return sum(mul(softmax(zu, 2), ou), {2});
+}
+
+std::unique_ptr<AttentionState> ReformerAttention::new_state() const {
+  return causal_ ? std::make_unique<ReformerState>() : nullptr;
+}
+
+// Row t of the causal form of the prefix 0 … t (reformer.h): per round, the prefix sorted stably by bucket puts
+// position j at slot start[b_j] + rank_j; t (the last of its bucket) sees the keys of its chunk and of the previous
+// one (Eq. 5), its own with self_logit; the rounds are combined by Eq. 7.
+Tensor ReformerAttention::attend_step(const Tensor& q, const Tensor&, const Tensor& v, AttentionState& state,
+                                      const AttentionMask&) {
+  auto* s = dynamic_cast<ReformerState*>(&state);
+  const std::string who = "attention 'reformer' step";
+  ENG_CHECK(s, who, ": the state was not made by this variant's new_state()");
+  const int64_t t = s->length, B = q.size(0), H = q.size(1), D = q.size(3), G = v.size(1), Dv = v.size(3);
+  const int64_t R = rounds_, N = t + 1, c = std::min(chunk_, N), nc = (N + c - 1) / c;
+  check_step_length(who, t, s->keys.stored());
+  s->keys.append(shared_keys(q), who);
+  s->values.append(v, who);
+  if (t == 0) s->counts = zeros({B, H, R, nb_}, DType::I64);
+  const std::vector<int64_t> bucket = hash(q, call());  // [R, B·H]
+  int64_t* counts = s->counts.data<int64_t>();
+  std::vector<double> placed(size_t(B * H * 2 * R));
+  for (int64_t bh = 0; bh < B * H; ++bh)
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t bk = bucket[size_t(r * B * H + bh)];
+      placed[size_t(bh * 2 * R + 2 * r)] = double(bk);
+      placed[size_t(bh * 2 * R + 2 * r + 1)] = double(counts[(bh * R + r) * nb_ + bk]++);
+    }
+  s->placed.append(from_vector(placed, {B, H, 1, 2 * R}, DType::I64), who);
+
+  const std::vector<double> qv = q.to_vector();
+  const double scale = 1.0 / std::sqrt(double(D));
+  std::vector<int64_t> start(size_t(R * nb_)), own(static_cast<size_t>(R)), prev(own.size()), keys;
+  std::vector<double> key(static_cast<size_t>(D)), logits, values, o(size_t(R * Dv)), z(static_cast<size_t>(R)),
+      out(size_t(B * H * Dv));
+  for (int64_t bh = 0; bh < B * H; ++bh) {
+    const int64_t bg = bh / H * G + bh % H / (H / G);
+    for (int64_t r = 0; r < R; ++r) {  // start of each bucket's slots, t's chunk and the previous one
+      int64_t at = 0;
+      for (int64_t bk = 0; bk < nb_; ++bk) start[size_t(r * nb_ + bk)] = at, at += counts[(bh * R + r) * nb_ + bk];
+      const int64_t* me = s->placed.ids(bh, t) + 2 * r;
+      own[size_t(r)] = (start[size_t(r * nb_ + me[0])] + me[1]) / c;
+      prev[size_t(r)] = (own[size_t(r)] + nc - 1) % nc;
+    }
+    auto chunk_of = [&](int64_t j, int64_t r) {
+      const int64_t* p = s->placed.ids(bh, j) + 2 * r;
+      return (start[size_t(r * nb_ + p[0])] + p[1]) / c;
+    };
+    auto seen = [&](int64_t j, int64_t r) {  // j in t's own or previous chunk in round r
+      const int64_t ch = chunk_of(j, r);
+      return ch == own[size_t(r)] || (nc > 1 && ch == prev[size_t(r)]);
+    };
+    const double* qr = &qv[size_t(bh * D)];
+    for (int64_t r = 0; r < R; ++r) {
+      keys.clear();
+      for (int64_t j = 0; j <= t; ++j)
+        if (seen(j, r)) keys.push_back(j);
+      logits.assign(keys.size(), 0.0);
+      values.resize(keys.size() * size_t(Dv));
+      for (size_t n = 0; n < keys.size(); ++n) {
+        const int64_t j = keys[n];
+        s->values.read(bg, j, &values[n * size_t(Dv)]);
+        if (j == t) {
+          logits[n] = kSelfLogit;
+          continue;
+        }
+        s->keys.read(bh, j, key.data());
+        double dot = 0;
+        for (int64_t d = 0; d < D; ++d) dot += qr[d] * key[size_t(d)];
+        logits[n] = dot * scale;
+        if (dedup_ && R > 1) {  // Eq. 9–10: log of the rounds in which t sees j
+          int64_t rounds_seen = 0;
+          for (int64_t r2 = 0; r2 < R; ++r2) rounds_seen += seen(j, r2);
+          logits[n] -= std::log(double(rounds_seen));
+        }
+      }
+      z[size_t(r)] = softmax_row(logits, values, Dv, &o[size_t(r * Dv)]);
+    }
+    double zmax = *std::max_element(z.begin(), z.end()), total = 0;  // Eq. 7: weights exp(z_r − logsumexp z)
+    for (double zr : z) total += std::exp(zr - zmax);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t d = 0; d < Dv; ++d)
+        out[size_t(bh * Dv + d)] += std::exp(z[size_t(r)] - zmax) / total * o[size_t(r * Dv + d)];
+  }
+  return from_vector(out, {B, H, 1, Dv}, q.dtype());
 }
 
 }  // namespace eng

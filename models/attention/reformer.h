@@ -18,15 +18,35 @@
 // redraw = every-call | fixed (default every-call). The rotations of a call are a pure function of (config.seed,
 // draw), with draw = the call index (every-call) or 0 (fixed); call() is kept in the buffer "hash_calls" and
 // advances once per training forward, so set_call() replays a call's buckets exactly (a reversible backward).
-// Self-attention only (Lq == Lk); keep, bias and ALiBi are refused. No recurrent form (new_state() is null).
+// Self-attention only (Lq == Lk); keep, bias and ALiBi are refused.
+//
+// Recurrent form (built causal): row t of the causal form depends on LATER positions too (their buckets take sorted
+// slots before or after t and move t's chunk, and N sets c = min(chunk, N) and the chunk count), so no step can equal
+// the parallel form of a longer sequence. step() at position t gives row t of the causal parallel form of the prefix
+// 0 … t, exactly: the state keeps every position's key (its normalised query), value, and per round its bucket and
+// its rank among the earlier positions of that bucket (a position's bucket never changes: it depends only on its
+// query and the rotations of call(), which step() never advances); the prefix's sorted slot of position j is then
+// (positions in lower buckets) + rank_j, so t's chunk and the previous one are found by one pass over the prefix.
+// Cost per step: O(R·D·nb/2) to hash, O(R·(t + nb)) integer work to place the prefix, O(R·c·(D + Dv)) for the
+// attention (O(R²·c) more with dedup); memory per position: H·D keys, G·Dv values, 2·R·H bucket ids and ranks.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "models/attention/attention.h"
+#include "models/attention/row_cache.h"
 
 namespace eng {
+
+// The recurrent state of causal Reformer attention.
+struct ReformerState : AttentionState {
+  RowCache keys;    // [B, H, ·, D]: k_j = q_j / ‖q_j‖ (shared QK)
+  RowCache values;  // [B, G, ·, Dv]
+  RowCache placed;  // [B, H, ·, 2R] i64: per round, the bucket of position j and its rank within that bucket
+  Tensor counts;    // [B, H, R, nb] i64: positions per bucket so far
+};
 
 class ReformerAttention : public Attention {
  public:
@@ -46,9 +66,13 @@ class ReformerAttention : public Attention {
   int64_t rounds() const { return rounds_; }
   int64_t chunk() const { return chunk_; }
   bool dedup() const { return dedup_; }
+  // Null unless built causal.
+  std::unique_ptr<AttentionState> new_state() const override;
 
  protected:
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
+  Tensor attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                     const AttentionMask& mask) override;
 
  private:
   std::vector<int64_t> hash(const Tensor& q, int64_t call) const;  // [rounds, B, H, N] row-major
@@ -56,6 +80,7 @@ class ReformerAttention : public Attention {
   int64_t nb_, rounds_, chunk_;
   bool dedup_;
   bool fixed_;      // redraw=fixed: every call uses draw 0
+  bool causal_;     // built causal (AttentionConfig::causal): the recurrent form exists
   uint64_t seed_;
   Tensor calls_;    // [1] i64 buffer "hash_calls": the next call index
 };

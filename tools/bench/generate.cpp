@@ -4,8 +4,8 @@
 //   naive     softmax, the whole prefix recomputed for every new pixel (O(N^3) attention work per image)
 //   stateful  softmax with a key/value cache (stateful-softmax: O(N^2) per image)
 //   linear    causal linear attention in its RNN form (O(N) per image, constant work per pixel)
-//   lsh-1/4   causal reformer with 1 or 4 hash rounds, which has no recurrent form: the prefix is recomputed
-//             per pixel, as for the paper's LSH rows (O(N^2 chunk) per image)
+//   lsh-1/4   causal reformer with 1 or 4 hash rounds, the prefix recomputed per pixel, as for the paper's LSH
+//             rows (O(N^2 chunk) per image); the `reformer` variant mode generates with its step() instead
 //   VARIANT   any registered variant with a recurrent form, generated with its step(); options follow the name as
 //             ':name=value' ("band:window=64:block=64")
 // The recurrent rows report the state's bytes per layer at the end of the image: the host allocator's live bytes
@@ -191,7 +191,8 @@ int bench_generate(int argc, char** argv) {
     linear_model.to(device);
     for (auto& vm : variant_models) vm.second->to(device);
   }
-  // Reformer has no recurrent form: like the paper's LSH-1 and LSH-4 rows, it recomputes the prefix per pixel.
+  // Like the paper's LSH-1 and LSH-4 rows, lsh-1/4 recompute the prefix per pixel (reformer's step() is the
+  // `reformer` variant mode).
   auto reformer = [&](int rounds) {
     TransformerConfig c = pixel_model("reformer", layers, d_model, heads, longest);
     c.attention_options.set("rounds", std::to_string(rounds));
