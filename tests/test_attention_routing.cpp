@@ -296,7 +296,7 @@ TEST_CASE("routing: bad options, refused masks and shapes are errors") {
 
   auto attn = make_routing({});
   const Tensor q = uniform({1, 2, 4, 4}, 61), v = uniform({1, 2, 4, 3}, 62);
-  const std::string why = " (queries and keys of one sequence are routed in pairs of sets (no KV cache), and logits "
+  const std::string why = " (queries and keys of one sequence are routed in pairs of sets, and logits "
                           "exist only inside them); it takes: causal, non-causal, key padding";
   AttentionMask keep;
   keep.keep = ones({4, 4});

@@ -9,6 +9,7 @@
 #include "engine/error.h"
 #include "engine/rng.h"
 #include "engine/threadpool.h"
+#include "models/attention/exact_topk.h"
 #include "ops/binary.h"
 #include "ops/index.h"
 #include "ops/matmul.h"
@@ -64,11 +65,13 @@ RoutingAttention::RoutingAttention(const AttentionConfig& config)
       clusters_(config.options.get_int("clusters", 8, IntRange::at_least(1))),
       window_(config.options.get_int("window", 0, IntRange::at_least(0))),  // 0: ceil(N / clusters)
       decay_(config.options.get_double("decay", 0.999, RealRange::below(0, 1))),
-      shared_qk_(config.options.get_bool("shared_qk", false)) {
+      shared_qk_(config.options.get_bool("shared_qk", false)),
+      causal_(config.causal) {
   ENG_CHECK(heads_ >= 1 && head_dim_ >= 1, "attention 'routing': needs heads >= 1 and head_dim >= 1 (the centroids "
             "are [heads, clusters, head_dim]), got ", heads_, " and ", head_dim_);
-  accepts_.why_not =
-      "queries and keys of one sequence are routed in pairs of sets (no KV cache), and logits exist only inside them";
+  accepts_.grouped_step = true;
+  accepts_.prefix_step = true;
+  accepts_.why_not = "queries and keys of one sequence are routed in pairs of sets, and logits exist only inside them";
   Rng rng(config.seed ^ kStream);
   centroids_ = register_buffer("centroids", randn({heads_, clusters_, head_dim_}, rng, DType::F64));
 }
@@ -202,6 +205,72 @@ Tensor RoutingAttention::attend(const Tensor& q, const Tensor& k, const Tensor& 
   const Tensor out = reshape(index_add(weighted, 0, iq, BH * N), {B, H, N, Dv});
   if (training()) update_centroids(qn, kn, mask);
   return out;
+}
+
+std::unique_ptr<AttentionState> RoutingAttention::new_state() const {
+  return causal_ ? std::make_unique<RoutingState>() : nullptr;
+}
+
+// Row t of the causal form of the prefix 0 … t (routing.h): the sets of t, each one's softmax over its keys, the mean.
+Tensor RoutingAttention::attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                                     const AttentionMask&) {
+  auto* s = dynamic_cast<RoutingState*>(&state);
+  const std::string who = "attention 'routing' step";
+  ENG_CHECK(s, who, ": the state was not made by this variant's new_state()");
+  const int64_t t = s->length, B = q.size(0), H = q.size(1), D = q.size(3), Dv = v.size(3), C = clusters_;
+  const int64_t G = shared_qk_ ? H : k.size(1), Gv = v.size(1), w = window(t + 1);
+  check_step_length(who, t, s->values.stored());
+  ENG_CHECK(H == heads_ && D == head_dim_, who, ": q ", q.shape(), " needs ", heads_, " heads of dim ", head_dim_,
+            " (the centroids are [", heads_, ", ", C, ", ", head_dim_, "])");
+  const Tensor qn = layer_norm(q, Tensor(), Tensor()), kn = shared_qk_ ? qn : layer_norm(k, Tensor(), Tensor());
+  const std::vector<double> x = qn.to_vector(), y = kn.to_vector(), mu = centroids_.to_vector();
+  std::vector<double> sq(size_t(B * H * C)), sk(sq.size());
+  for (int64_t bh = 0; bh < B * H; ++bh)
+    for (int64_t c = 0; c < C; ++c) {
+      const double* m = &mu[size_t((bh % H * C + c) * D)];
+      sq[size_t(bh * C + c)] = score(m, &x[size_t(bh * D)], D);
+      sk[size_t(bh * C + c)] = score(m, &y[size_t((bh / H * G + bh % H / (H / G)) * D)], D);
+    }
+  s->keys.append(kn, who);
+  s->values.append(v, who);
+  s->query_scores.append(from_vector(sq, {B, H, 1, C}, DType::F64), who);
+  if (!shared_qk_) s->key_scores.append(from_vector(sk, {B, H, 1, C}, DType::F64), who);
+  const RowCache& key_scores = shared_qk_ ? s->query_scores : s->key_scores;
+
+  const double scale = 1.0 / std::sqrt(double(D));
+  std::vector<double> row(static_cast<size_t>(std::max(C, D))), ks(size_t((t + 1) * C)), by_key(size_t(t + 1));
+  std::vector<double> logits, values(size_t(w * Dv)), o(static_cast<size_t>(Dv)), out(size_t(B * H * Dv), 0.0);
+  std::vector<int64_t> ahead(static_cast<size_t>(C)), keys(static_cast<size_t>(w));
+  for (int64_t bh = 0; bh < B * H; ++bh) {
+    const int64_t bg = bh / H * G + bh % H / (H / G), bgv = bh / H * Gv + bh % H / (H / Gv);
+    const double* mine = &sq[size_t(bh * C)];
+    std::fill(ahead.begin(), ahead.end(), 0);
+    for (int64_t i = 0; i < t; ++i) {  // earlier queries ranked before t: a score >= t's
+      s->query_scores.read(bh, i, row.data());
+      for (int64_t c = 0; c < C; ++c) ahead[size_t(c)] += row[size_t(c)] >= mine[c];
+    }
+    for (int64_t j = 0; j <= t; ++j) key_scores.read(bh, j, &ks[size_t(j * C)]);
+    int64_t sets = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      if (ahead[size_t(c)] >= w) continue;  // t is not among Q_c's top w
+      for (int64_t j = 0; j <= t; ++j) by_key[size_t(j)] = ks[size_t(j * C + c)];
+      top_keys(by_key.data(), t + 1, w, keys.data());
+      logits.assign(size_t(w), 0.0);
+      for (int64_t n = 0; n < w; ++n) {
+        const int64_t j = keys[size_t(n)];
+        s->keys.read(bg, j, row.data());
+        double dot = 0;
+        for (int64_t d = 0; d < D; ++d) dot += x[size_t(bh * D + d)] * row[size_t(d)];
+        logits[size_t(n)] = dot * scale + (shared_qk_ && j == t ? kSelfLogit : 0.0);
+        s->values.read(bgv, j, &values[size_t(n * Dv)]);
+      }
+      softmax_row(logits, values, Dv, o.data());
+      for (int64_t d = 0; d < Dv; ++d) out[size_t(bh * Dv + d)] += o[size_t(d)];
+      ++sets;
+    }
+    for (int64_t d = 0; d < Dv && sets > 0; ++d) out[size_t(bh * Dv + d)] /= double(sets);
+  }
+  return from_vector(out, {B, H, 1, Dv}, q.dtype());
 }
 
 }  // namespace eng

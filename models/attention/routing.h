@@ -23,14 +23,34 @@
 // authors' language models route them, so every query lands in its own key set; a position's logit on itself
 // gets −1e5 added, so it attends to itself only when nothing else is visible (Reformer's rule). The centroids are the buffer "centroids" [H, C, D] (f64), drawn N(0, 1) from
 // AttentionConfig::seed. Self-attention only (Lq == Lk); causal and key_lengths masks; keep, bias and ALiBi are
-// refused. No recurrent form (new_state() is null).
+// refused.
+//
+// Recurrent form (built causal): the centroids are fixed during generation (step() never updates them; the parallel
+// form updates them only in training mode). Row t of the causal form still depends on LATER positions (the sets are
+// each centroid's top w of all N queries and keys, and w = ⌈N / C⌉ grows with N), so no step can equal the parallel
+// form of a longer sequence; step() at position t gives row t of the causal parallel form of the prefix 0 … t,
+// exactly: with N = t + 1 and w = window(N), t is in Q_c iff fewer than w earlier queries score μ_c·q̂_i >= μ_c·q̂_t
+// (ties go to the lower position), and then attends to K_c = the top w of μ_c·k̂_j over j <= t. The state keeps
+// every position's k̂ (q̂ with shared_qk), v, and both scores against every centroid. Cost per step: O(C·D) to
+// score, O(C·t) to rank t and choose the key sets, O(|S_t|·w·(D + Dv)) to attend; memory per position: G·(D + Dv)
+// values plus 2·H·C scores (f64). K/V may have G heads dividing q's H (grouped-query attention).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "models/attention/attention.h"
+#include "models/attention/row_cache.h"
 
 namespace eng {
+
+// The recurrent state of causal routing attention.
+struct RoutingState : AttentionState {
+  RowCache keys;          // [B, G, ·, D]: k̂_j ([B, H, ·, D]: q̂_j with shared_qk)
+  RowCache values;        // [B, G, ·, Dv]
+  RowCache query_scores;  // [B, H, ·, C] f64: μ_c·q̂_i
+  RowCache key_scores;    // [B, H, ·, C] f64: μ_c·k̂_j (unused with shared_qk: the query scores)
+};
 
 class RoutingAttention : public Attention {
  public:
@@ -48,9 +68,13 @@ class RoutingAttention : public Attention {
   int64_t clusters() const { return clusters_; }
   int64_t window(int64_t n) const;  // w used for a sequence of n positions
   double decay() const { return decay_; }
+  // Null unless built causal.
+  std::unique_ptr<AttentionState> new_state() const override;
 
  protected:
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
+  Tensor attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                     const AttentionMask& mask) override;
 
  private:
   Routes route_normalised(const Tensor& qn, const Tensor& kn, const AttentionMask& mask) const;
@@ -59,6 +83,7 @@ class RoutingAttention : public Attention {
   int64_t heads_, head_dim_, clusters_, window_;
   double decay_;
   bool shared_qk_;
+  bool causal_;  // built causal (AttentionConfig::causal): the recurrent form exists
   Tensor centroids_;
 };
 
