@@ -1,6 +1,7 @@
 #include "models/attention/improved_clustered.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "engine/error.h"
 #include "models/attention/clustered.h"
@@ -28,14 +29,18 @@ ENG_REGISTER_ATTENTION("improved-clustered",
 ENG_REGISTER_ATTENTION("causal-improved-clustered",
                        "causal improved clustered attention (fast-transformers): exact softmax on the centroid's "
                        "top-k among each query's visible keys, O(N*(C + k)), causal or not",
-                       [](const AttentionConfig& c) { return std::make_unique<ImprovedClusteredAttention>(c, true); });
+                       [](const AttentionConfig& c) { return std::make_unique<ImprovedClusteredAttention>(c, true); },
+                       {{"clusters", "3"}, {"topk", "4"}});  // fewer clusters and keys than the sweep's 16 positions
 
 ImprovedClusteredAttention::ImprovedClusteredAttention(const AttentionConfig& config, bool causal_form)
     : QueryClusteredAttention(config, causal_form ? "causal-improved-clustered" : "improved-clustered"),
       causal_form_(causal_form),
+      causal_(config.causal),
       topk_(config.options.get_int("topk", 32, IntRange::at_least(1))) {
   accepts_.causal = accepts_.query_offset = causal_form;
   accepts_.cross = true;
+  accepts_.grouped_step = causal_form;
+  accepts_.prefix_step = causal_form;
   accepts_.why_not = causal_form ? "a centroid stands for queries at many positions, so per-query masks cannot apply"
                                  : "a centroid stands for queries at many positions; causal-improved-clustered is the "
                                    "causal form";
@@ -110,6 +115,65 @@ Tensor ImprovedClusteredAttention::causal(const Tensor& q, const Tensor& k, cons
   }
   const KeyListAttention lists = gather_key_lists(q, k, v, keys, kk);
   return apply_key_lists(softmax(lists.logits, -1), lists);
+}
+
+std::unique_ptr<AttentionState> ImprovedClusteredAttention::new_state() const {
+  return causal_form_ && causal_ ? std::make_unique<ClusteredState>() : nullptr;
+}
+
+// Row t of the causal form of the prefix 0 … t (improved_clustered.h).
+Tensor ImprovedClusteredAttention::attend_step(const Tensor& q, const Tensor& k, const Tensor& v,
+                                               AttentionState& state, const AttentionMask&) {
+  auto* s = dynamic_cast<ClusteredState*>(&state);
+  const std::string who = "attention '" + variant_ + "' step";
+  ENG_CHECK(s, who, ": the state was not made by this variant's new_state()");
+  const int64_t t = s->length, B = q.size(0), H = q.size(1), D = q.size(3), G = k.size(1), Dv = v.size(3);
+  const int64_t kk = std::min(topk_, t + 1);
+  check_step_length(who, t, s->queries.stored());
+  const std::vector<uint64_t> code = codes(q, call());
+  Tensor code_rows = empty({B, H, 1, 1}, DType::I64);
+  for (int64_t bh = 0; bh < B * H; ++bh) code_rows.data<int64_t>()[bh] = int64_t(code[size_t(bh)]);
+  s->queries.append(q, who);
+  s->codes.append(code_rows, who);
+  s->keys.append(k, who);
+  s->values.append(v, who);
+
+  const double scale = 1.0 / std::sqrt(double(D));
+  std::vector<uint64_t> prefix(size_t(t + 1));
+  std::vector<double> row(static_cast<size_t>(D)), centroid(row.size()), qt(row.size()), lc(prefix.size()),
+      logits(static_cast<size_t>(kk)), values(size_t(kk * Dv)), out(size_t(B * H * Dv));
+  std::vector<int64_t> top(static_cast<size_t>(kk));
+  for (int64_t bh = 0; bh < B * H; ++bh) {
+    const int64_t bg = bh / H * G + bh % H / (H / G);
+    for (int64_t i = 0; i <= t; ++i) prefix[size_t(i)] = uint64_t(s->codes.ids(bh, i)[0]);
+    const std::vector<int64_t> ids = hamming_kmeans(prefix, num_clusters(), iterations(), bits());
+    std::fill(centroid.begin(), centroid.end(), 0.0);
+    int64_t members = 0;
+    for (int64_t i = 0; i <= t; ++i) {  // Eq. 3 for t's cluster
+      if (ids[size_t(i)] != ids[size_t(t)]) continue;
+      s->queries.read(bh, i, row.data());
+      for (int64_t d = 0; d < D; ++d) centroid[size_t(d)] += row[size_t(d)];
+      ++members;
+    }
+    for (double& x : centroid) x /= double(members);
+    for (int64_t j = 0; j <= t; ++j) {  // the centroid's logits: only their ranking is used
+      s->keys.read(bg, j, row.data());
+      double dot = 0;
+      for (int64_t d = 0; d < D; ++d) dot += centroid[size_t(d)] * row[size_t(d)];
+      lc[size_t(j)] = dot * scale;
+    }
+    top_keys(lc.data(), t + 1, kk, top.data());
+    s->queries.read(bh, t, qt.data());
+    for (int64_t n = 0; n < kk; ++n) {
+      s->keys.read(bg, top[size_t(n)], row.data());
+      double dot = 0;
+      for (int64_t d = 0; d < D; ++d) dot += qt[size_t(d)] * row[size_t(d)];
+      logits[size_t(n)] = dot * scale;
+      s->values.read(bg, top[size_t(n)], &values[size_t(n * Dv)]);
+    }
+    softmax_row(logits, values, Dv, &out[size_t(bh * Dv)]);
+  }
+  return from_vector(out, {B, H, 1, Dv}, q.dtype());
 }
 
 }  // namespace eng

@@ -29,13 +29,33 @@
 //
 // Options: those of query_clustering.h and topk = k (default 32, >= 1). Masks: key padding; causal only for
 // causal-improved-clustered (config.causal and causal masks are refused by improved-clustered); keep, bias and ALiBi
-// are refused. No recurrent form.
+// are refused.
+//
+// Recurrent form (causal-improved-clustered built causal): row t of the causal form depends on LATER queries (the
+// K-means runs over all N queries, and a later query moves the centroids and t's cluster), so no step can equal the
+// parallel form of a longer sequence. step() at position t gives row t of the causal parallel form of the prefix
+// 0 … t, exactly: it hashes q_t with the planes of call() (never advanced by step(); the parallel form advances it
+// only in training mode), re-runs the K-means over the prefix's cached codes (C = min(clusters, t + 1)), averages the
+// queries of t's cluster into its centroid, takes the centroid's top k of all keys j <= t and attends to them. The
+// state keeps every position's q (H heads), hash code, k and v (G heads). Cost per step: O(bits·D) to hash,
+// O(iterations·t·(C + bits)) for the K-means, O(t·(D + log k)) for the centroid, its logits and the top k,
+// O(k·(D + Dv)) to attend — O(t) per step like a KV cache, with a larger constant; memory per position:
+// H·(D + 1) + G·(D + Dv) numbers.
 #pragma once
+#include <memory>
 #include <string>
 
 #include "models/attention/query_clustering.h"
+#include "models/attention/row_cache.h"
 
 namespace eng {
+
+// The recurrent state of causal-improved-clustered attention.
+struct ClusteredState : AttentionState {
+  RowCache queries;       // [B, H, ·, D]
+  RowCache codes;         // [B, H, ·, 1] i64: the hash code of each query
+  RowCache keys, values;  // [B, G, ·, D], [B, G, ·, Dv]
+};
 
 class ImprovedClusteredAttention : public QueryClusteredAttention {
  public:
@@ -46,6 +66,12 @@ class ImprovedClusteredAttention : public QueryClusteredAttention {
 
   int64_t topk() const { return topk_; }
   bool causal_form() const { return causal_form_; }
+  // Null unless the causal form was built causal.
+  std::unique_ptr<AttentionState> new_state() const override;
+
+ protected:
+  Tensor attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                     const AttentionMask& mask) override;
 
  private:
   Tensor improved(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
@@ -54,6 +80,7 @@ class ImprovedClusteredAttention : public QueryClusteredAttention {
                 const std::vector<int64_t>& ids, int64_t kk) const;
 
   bool causal_form_;
+  bool causal_;  // built causal (AttentionConfig::causal)
   int64_t topk_;
 };
 
