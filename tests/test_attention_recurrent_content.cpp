@@ -1,0 +1,244 @@
+// The recurrent forms of the content-based variants (sinkhorn, reformer, routing, causal-improved-clustered), against
+// their own parallel forms, which share no code with the steps: sinkhorn's step t equals row t of the causal
+// parallel form of the whole sequence, in a 2-layer model too; for reformer, routing and causal-improved-clustered,
+// whose causal parallel row t also depends on later positions (shown here), step t equals the last row of the
+// causal parallel form of the prefix 0 … t, and a 1-layer model's step logits equal its forward of each prefix.
+// Lengths run past the block, chunk, bucket and window sizes, with grouped-query K/V.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include "engine/autograd.h"
+#include "engine/error.h"
+#include "engine/rng.h"
+#include "models/attention/attention.h"
+#include "models/attention/reformer.h"
+#include "models/attention/routing.h"
+#include "models/transformer.h"
+#include "ops/view.h"
+#include "tests/gradcheck.h"
+
+using namespace eng;
+using eng::test::max_abs_diff;
+
+namespace {
+
+constexpr int64_t kB = 2, kH = 4, kD = 8, kL = 20;
+
+using Options = std::vector<std::pair<std::string, std::string>>;
+
+struct Case {
+  std::string name;
+  Options options;
+};
+
+// Blocks of 4, chunks of 3, 4 buckets, 3 clusters: kL = 20 positions pass each several times.
+std::vector<Case> prefix_cases() {
+  return {
+      {"reformer", {{"buckets", "4"}, {"chunk", "3"}}},
+      {"reformer", {{"buckets", "4"}, {"chunk", "3"}, {"rounds", "3"}, {"dedup", "true"}}},
+      {"routing", {{"clusters", "3"}}},
+      {"routing", {{"clusters", "3"}, {"window", "4"}, {"shared_qk", "true"}}},
+      {"causal-improved-clustered", {{"clusters", "3"}, {"topk", "4"}, {"bits", "8"}, {"iterations", "3"}}},
+  };
+}
+
+const Case kSinkhorn{"sinkhorn", {{"block", "4"}, {"iters", "3"}}};
+
+std::unique_ptr<Attention> build(const Case& c, bool causal = true) {
+  AttentionConfig config;
+  config.heads = kH;
+  config.head_dim = kD;
+  config.causal = causal;
+  config.max_len = kL;
+  config.seed = 13;
+  for (const auto& o : c.options) config.options.set(o.first, o.second);
+  auto a = make_attention(c.name, config);
+  a->eval();
+  return a;
+}
+
+struct Inputs {
+  Tensor q, k, v;  // k and v with `kv_heads` heads
+};
+
+Inputs inputs(int64_t kv_heads, DType dtype, uint64_t seed) {
+  Rng rng(seed);
+  Inputs in;
+  in.q = randn({kB, kH, kL, kD}, rng, dtype);
+  in.k = randn({kB, kv_heads, kL, kD}, rng, dtype);
+  in.v = randn({kB, kv_heads, kL, kD}, rng, dtype);
+  return in;
+}
+
+// Row t of the causal parallel form of positions 0 … n-1, K/V repeated to kH heads.
+Tensor parallel_row(Attention& a, const Inputs& in, int64_t n, int64_t t) {
+  AttentionMask causal;
+  causal.causal = true;
+  const Tensor out = a.forward(narrow(in.q, 2, 0, n), repeat_heads(narrow(in.k, 2, 0, n), kH),
+                               repeat_heads(narrow(in.v, 2, 0, n), kH), causal);
+  return narrow(out, 2, t, 1);
+}
+
+// The largest difference between step() at positions 0 … kL-1 and row t of the causal parallel form of the prefix
+// 0 … t (prefix = true) or of all kL positions.
+double step_error(Attention& a, int64_t kv_heads, DType dtype, bool prefix) {
+  const Inputs in = inputs(kv_heads, dtype, 5);
+  NoGradGuard no_grad;
+  auto state = a.new_state();
+  REQUIRE(state);
+  AttentionMask mask;
+  mask.causal = true;
+  double worst = 0;
+  for (int64_t t = 0; t < kL; ++t) {
+    mask.query_offset = t;
+    const Tensor out = a.step(narrow(in.q, 2, t, 1), narrow(in.k, 2, t, 1), narrow(in.v, 2, t, 1), *state, mask);
+    state->length = t + 1;
+    worst = std::max(worst, max_abs_diff(out, parallel_row(a, in, prefix ? t + 1 : kL, t)));
+  }
+  return worst;
+}
+
+TransformerConfig model_config(const Case& c, int64_t layers, int64_t kv_heads) {
+  TransformerConfig m;
+  m.vocab = 9;
+  m.d_model = kH * kD;
+  m.heads = kH;
+  m.kv_heads = kv_heads;
+  m.d_ff = 24;
+  m.decoder_layers = layers;
+  m.max_len = kL;
+  m.attention = c.name;
+  for (const auto& o : c.options) m.attention_options.set(o.first, o.second);
+  return m;
+}
+
+Tensor token_ids(uint64_t seed) {
+  Rng rng(seed);
+  std::vector<double> ids;
+  for (int64_t i = 0; i < kB * kL; ++i) ids.push_back(double(rng.below(9)));
+  return from_vector(ids, {kB, kL}, DType::I64);
+}
+
+// The largest difference between a model's step() logits at every position and its forward's logits at that
+// position, of the whole sequence or (prefix) of the prefix ending there; in f32.
+double model_step_error(const Case& c, int64_t layers, int64_t kv_heads, bool prefix) {
+  LanguageModel model(model_config(c, layers, kv_heads));
+  model.eval();
+  NoGradGuard no_grad;
+  const Tensor x = token_ids(7);
+  const Tensor whole = model.forward(x);
+  auto state = model.new_state();
+  double worst = 0;
+  for (int64_t t = 0; t < kL; ++t) {
+    const Tensor logits = model.step(squeeze(narrow(x, 1, t, 1), 1), state);
+    const Tensor ref = prefix ? narrow(model.forward(narrow(x, 1, 0, t + 1)), 1, t, 1) : narrow(whole, 1, t, 1);
+    worst = std::max(worst, max_abs_diff(logits, squeeze(ref, 1)));
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("recurrent content: sinkhorn's step equals the causal parallel form of the whole sequence (f64, f32, GQA)") {
+  auto a = build(kSinkhorn);
+  CHECK_FALSE(a->accepts().prefix_step);
+  for (int64_t kv_heads : {kH, int64_t(2), int64_t(1)}) {
+    CAPTURE(kv_heads);
+    CHECK(step_error(*a, kv_heads, DType::F64, false) < 1e-9);
+  }
+  a->to(DType::F32);
+  CHECK(step_error(*a, 1, DType::F32, false) < 1e-5);
+}
+
+TEST_CASE("recurrent content: sinkhorn in a 2-layer model generates the parallel form's logits (f32, MHA and GQA)") {
+  for (int64_t kv_heads : {int64_t(0), int64_t(2)}) {
+    CAPTURE(kv_heads);
+    CHECK(model_step_error(kSinkhorn, 2, kv_heads, false) < 1e-5);
+  }
+}
+
+TEST_CASE("recurrent content: a prefix variant's step equals the causal parallel form of the prefix (f64, f32, GQA)") {
+  for (const Case& c : prefix_cases()) {
+    CAPTURE(c.name);
+    CAPTURE(c.options.size());
+    auto a = build(c);
+    CHECK(a->accepts().prefix_step);
+    for (int64_t kv_heads : {kH, int64_t(2), int64_t(1)}) {
+      CAPTURE(kv_heads);
+      CHECK(step_error(*a, kv_heads, DType::F64, true) < 1e-9);
+    }
+    a->to(DType::F32);
+    CHECK(step_error(*a, 2, DType::F32, true) < 1e-5);
+  }
+}
+
+TEST_CASE("recurrent content: their parallel row t depends on later positions, so prefix_step is declared") {
+  // The whole sequence's row t differs from the prefix's somewhere: no step could equal both.
+  for (const Case& c : prefix_cases()) {
+    CAPTURE(c.name);
+    CAPTURE(c.options.size());
+    auto a = build(c);
+    CHECK(step_error(*a, kH, DType::F64, false) > 1e-3);
+  }
+}
+
+TEST_CASE("recurrent content: a 1-layer model of each prefix variant generates its forward's logits on each prefix") {
+  for (const Case& c : prefix_cases()) {
+    CAPTURE(c.name);
+    CAPTURE(c.options.size());
+    for (int64_t kv_heads : {int64_t(0), int64_t(2)}) {
+      CAPTURE(kv_heads);
+      CHECK(model_step_error(c, 1, kv_heads, true) < 1e-5);
+    }
+  }
+}
+
+TEST_CASE("recurrent content: step keeps the hashes, clusters and centroids fixed, even in training mode") {
+  auto r = build({"reformer", {{"buckets", "4"}, {"chunk", "3"}}});
+  auto ro = build({"routing", {{"clusters", "3"}}});
+  r->train();
+  ro->train();
+  const std::vector<double> centroids = dynamic_cast<RoutingAttention&>(*ro).centroids().to_vector();
+  const Inputs in = inputs(kH, DType::F64, 3);
+  AttentionMask mask;
+  mask.causal = true;
+  auto rs = r->new_state();
+  auto ros = ro->new_state();
+  for (int64_t t = 0; t < 6; ++t) {
+    mask.query_offset = t;
+    r->step(narrow(in.q, 2, t, 1), narrow(in.k, 2, t, 1), narrow(in.v, 2, t, 1), *rs, mask);
+    ro->step(narrow(in.q, 2, t, 1), narrow(in.k, 2, t, 1), narrow(in.v, 2, t, 1), *ros, mask);
+    rs->length = ros->length = t + 1;
+  }
+  CHECK(dynamic_cast<ReformerAttention&>(*r).call() == 0);
+  CHECK(dynamic_cast<RoutingAttention&>(*ro).centroids().to_vector() == centroids);
+}
+
+TEST_CASE("recurrent content: no step without a causal form; foreign states, skipped lengths, max_len refused") {
+  for (const Case& c : prefix_cases()) CHECK_FALSE(build(c, false)->has_step());  // built non-causal
+  CHECK_FALSE(build(kSinkhorn, false)->has_step());
+  CHECK_FALSE(build({"sinkhorn", {{"block", "4"}, {"sortcut", "2"}}}, false)->has_step());
+  CHECK_FALSE(build({"clustered", {}}, false)->has_step());
+  CHECK_FALSE(build({"improved-clustered", {}}, false)->has_step());
+  const Inputs in = inputs(kH, DType::F64, 4);
+  const Tensor q = narrow(in.q, 2, 0, 1), k = narrow(in.k, 2, 0, 1), v = narrow(in.v, 2, 0, 1);
+  AttentionMask mask;
+  mask.causal = true;
+  for (const Case& c : {prefix_cases()[0], prefix_cases()[2], prefix_cases()[4], kSinkhorn}) {
+    CAPTURE(c.name);
+    auto a = build(c);
+    AttentionState foreign;
+    CHECK_THROWS_WITH(a->step(q, k, v, foreign, mask),
+                      doctest::Contains("state was not made by this variant's new_state()"));
+    auto state = a->new_state();
+    state->length = 3;
+    CHECK_THROWS_WITH(a->step(q, k, v, *state, mask), doctest::Contains("state.length is 3 but the state holds 0"));
+  }
+  auto s = build(kSinkhorn);
+  auto state = s->new_state();
+  for (int64_t t = 0; t < kL; ++t, state->length = t) s->step(q, k, v, *state, mask);
+  CHECK_THROWS_WITH(s->step(q, k, v, *state, mask),
+                    "attention 'sinkhorn' step: position 20 is past max_len 20 that the sorting network was built for");
+}
