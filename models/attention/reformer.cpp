@@ -39,6 +39,34 @@ std::vector<double> as_doubles(const std::vector<int64_t>& v) { return std::vect
 // The keys of shared-QK attention: k = q / ‖q‖ (Sec. 2), for the parallel form and the step alike.
 Tensor shared_keys(const Tensor& q) { return mul(q, rsqrt(add_scalar(sum(mul(q, q), {3}, true), kNormEps))); }
 
+// How the prefix 0 … t of one (batch, head) sorts, per round: position j sits at slot start[b_j] + rank_j (the
+// positions of lower buckets, then its rank within its own bucket: a stable sort), in chunk slot / c; t sees the
+// positions of its own chunk and, with several chunks, of the previous one (Eq. 5).
+struct PrefixChunks {
+  const RowCache& placed;  // [B, H, ·, 2R]: bucket and rank of every position, per round
+  int64_t bh, R, nb, c, nc;
+  std::vector<int64_t> start, own, prev;  // [R, nb], [R], [R]
+
+  PrefixChunks(const RowCache& p, const int64_t* counts, int64_t bh_, int64_t t, int64_t R_, int64_t nb_, int64_t c_)
+      : placed(p), bh(bh_), R(R_), nb(nb_), c(c_), nc((t + c_) / c_), start(size_t(R_ * nb_)), own(size_t(R_)),
+        prev(size_t(R_)) {
+    for (int64_t r = 0; r < R; ++r) {
+      int64_t at = 0;
+      for (int64_t bk = 0; bk < nb; ++bk) start[size_t(r * nb + bk)] = at, at += counts[r * nb + bk];
+      own[size_t(r)] = chunk(t, r);
+      prev[size_t(r)] = (own[size_t(r)] + nc - 1) % nc;
+    }
+  }
+  int64_t chunk(int64_t j, int64_t r) const {
+    const int64_t* p = placed.ids(bh, j) + 2 * r;
+    return (start[size_t(r * nb + p[0])] + p[1]) / c;
+  }
+  bool seen(int64_t j, int64_t r) const {
+    const int64_t ch = chunk(j, r);
+    return ch == own[size_t(r)] || (nc > 1 && ch == prev[size_t(r)]);
+  }
+};
+
 }  // namespace
 
 ReformerAttention::ReformerAttention(const AttentionConfig& config)
@@ -162,12 +190,12 @@ Tensor ReformerAttention::attend_step(const Tensor& q, const Tensor&, const Tens
   const std::string who = "attention 'reformer' step";
   ENG_CHECK(s, who, ": the state was not made by this variant's new_state()");
   const int64_t t = s->length, B = q.size(0), H = q.size(1), D = q.size(3), G = v.size(1), Dv = v.size(3);
-  const int64_t R = rounds_, N = t + 1, c = std::min(chunk_, N), nc = (N + c - 1) / c;
+  const int64_t R = rounds_, c = std::min(chunk_, t + 1);
   check_step_length(who, t, s->keys.stored());
   s->keys.append(shared_keys(q), who);
   s->values.append(v, who);
   if (t == 0) s->counts = zeros({B, H, R, nb_}, DType::I64);
-  const std::vector<int64_t> bucket = hash(q, call());  // [R, B·H]
+  const std::vector<int64_t> bucket = hash(q, call());  // [R, B·H]: t's bucket, and its rank = the bucket's count
   int64_t* counts = s->counts.data<int64_t>();
   std::vector<double> placed(size_t(B * H * 2 * R));
   for (int64_t bh = 0; bh < B * H; ++bh)
@@ -180,53 +208,37 @@ Tensor ReformerAttention::attend_step(const Tensor& q, const Tensor&, const Tens
 
   const std::vector<double> qv = q.to_vector();
   const double scale = 1.0 / std::sqrt(double(D));
-  std::vector<int64_t> start(size_t(R * nb_)), own(static_cast<size_t>(R)), prev(own.size()), keys;
   std::vector<double> key(static_cast<size_t>(D)), logits, values, o(size_t(R * Dv)), z(static_cast<size_t>(R)),
       out(size_t(B * H * Dv));
   for (int64_t bh = 0; bh < B * H; ++bh) {
+    const PrefixChunks sorted(s->placed, &counts[bh * R * nb_], bh, t, R, nb_, c);
     const int64_t bg = bh / H * G + bh % H / (H / G);
-    for (int64_t r = 0; r < R; ++r) {  // start of each bucket's slots, t's chunk and the previous one
-      int64_t at = 0;
-      for (int64_t bk = 0; bk < nb_; ++bk) start[size_t(r * nb_ + bk)] = at, at += counts[(bh * R + r) * nb_ + bk];
-      const int64_t* me = s->placed.ids(bh, t) + 2 * r;
-      own[size_t(r)] = (start[size_t(r * nb_ + me[0])] + me[1]) / c;
-      prev[size_t(r)] = (own[size_t(r)] + nc - 1) % nc;
-    }
-    auto chunk_of = [&](int64_t j, int64_t r) {
-      const int64_t* p = s->placed.ids(bh, j) + 2 * r;
-      return (start[size_t(r * nb_ + p[0])] + p[1]) / c;
-    };
-    auto seen = [&](int64_t j, int64_t r) {  // j in t's own or previous chunk in round r
-      const int64_t ch = chunk_of(j, r);
-      return ch == own[size_t(r)] || (nc > 1 && ch == prev[size_t(r)]);
-    };
     const double* qr = &qv[size_t(bh * D)];
-    for (int64_t r = 0; r < R; ++r) {
-      keys.clear();
-      for (int64_t j = 0; j <= t; ++j)
-        if (seen(j, r)) keys.push_back(j);
-      logits.assign(keys.size(), 0.0);
-      values.resize(keys.size() * size_t(Dv));
-      for (size_t n = 0; n < keys.size(); ++n) {
-        const int64_t j = keys[n];
-        s->values.read(bg, j, &values[n * size_t(Dv)]);
+    for (int64_t r = 0; r < R; ++r) {  // o^(r) and z^(r) of row t (Eq. 8)
+      logits.clear();
+      values.clear();
+      for (int64_t j = 0; j <= t; ++j) {
+        if (!sorted.seen(j, r)) continue;
+        values.resize(values.size() + size_t(Dv));
+        s->values.read(bg, j, &values[values.size() - size_t(Dv)]);
         if (j == t) {
-          logits[n] = kSelfLogit;
+          logits.push_back(kSelfLogit);
           continue;
         }
         s->keys.read(bh, j, key.data());
         double dot = 0;
         for (int64_t d = 0; d < D; ++d) dot += qr[d] * key[size_t(d)];
-        logits[n] = dot * scale;
-        if (dedup_ && R > 1) {  // Eq. 9–10: log of the rounds in which t sees j
-          int64_t rounds_seen = 0;
-          for (int64_t r2 = 0; r2 < R; ++r2) rounds_seen += seen(j, r2);
-          logits[n] -= std::log(double(rounds_seen));
+        int64_t rounds_seen = 1;  // Eq. 9–10 with dedup: − log of the rounds in which t sees j
+        if (dedup_ && R > 1) {
+          rounds_seen = 0;
+          for (int64_t r2 = 0; r2 < R; ++r2) rounds_seen += sorted.seen(j, r2);
         }
+        logits.push_back(dot * scale - std::log(double(rounds_seen)));
       }
       z[size_t(r)] = softmax_row(logits, values, Dv, &o[size_t(r * Dv)]);
     }
-    double zmax = *std::max_element(z.begin(), z.end()), total = 0;  // Eq. 7: weights exp(z_r − logsumexp z)
+    const double zmax = *std::max_element(z.begin(), z.end());  // Eq. 7: weights exp(z_r − logsumexp z)
+    double total = 0;
     for (double zr : z) total += std::exp(zr - zmax);
     for (int64_t r = 0; r < R; ++r)
       for (int64_t d = 0; d < Dv; ++d)
