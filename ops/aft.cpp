@@ -31,10 +31,6 @@ struct AftSaved {
   }
 };
 
-// e^{m_from − m_to} for m_from <= m_to. The running maximum changes rarely, so the common case costs no exp; with
-// it, e^{K_t2 − m_t} = e^{K_t2 − m_t2} · rescale(m_t2, m_t) needs one exp per key, not one per (row, key).
-inline double rescale(double m_from, double m_to) { return m_from == m_to ? 1.0 : std::exp(m_from - m_to); }
-
 // One (b, h): rows t outer, features d inner (contiguous). The unbiased sums run through aft_absorb, in the order
 // aft-simple's step() repeats; each band key adds (e^w − 1) e^{K_t2 − m_t} with e^w − 1 computed once per (t, off).
 void forward_rows(AftSaved& P, int64_t b, int64_t h) {
@@ -69,7 +65,7 @@ void forward_rows(AftSaved& P, int64_t b, int64_t h) {
       const double ew1 = std::expm1(P.w[P.w_at(h, t, off)]);
       const size_t r2 = P.at(b, h, t2, 0);
       for (int64_t d = 0; d < D; ++d) {
-        const double f = P.args.causal ? rescale(P.m[r2 + size_t(d)], m[size_t(d)]) : 1.0;  // non-causal: one m
+        const double f = P.args.causal ? aft_rescale(P.m[r2 + size_t(d)], m[size_t(d)]) : 1.0;  // non-causal: one m
         const double c = ew1 * P.ek[r2 + size_t(d)] * f;
         n[size_t(d)] += c * P.v[r2 + size_t(d)];
         z[size_t(d)] += c;
@@ -113,7 +109,7 @@ void backward_rows(const AftSaved& P, int64_t b, int64_t h, const std::vector<do
       for (int64_t d = 0; d < D; ++d) {
         const size_t i = base + size_t(t2 * D + d), e = size_t(t2 * D + d);
         if (t2 + 1 < T) {
-          const double f = rescale(P.m[i], P.m[i + size_t(D)]);
+          const double f = aft_rescale(P.m[i], P.m[i + size_t(D)]);
           ra[size_t(d)] *= f, rb[size_t(d)] *= f;
         }
         ra[size_t(d)] += alpha[e], rb[size_t(d)] += beta[e];
@@ -131,7 +127,7 @@ void backward_rows(const AftSaved& P, int64_t b, int64_t h, const std::vector<do
       double dwi = 0;
       for (int64_t d = 0; d < D; ++d) {
         const size_t i = base + size_t(t2 * D + d), r = size_t(t * D + d);
-        const double e = P.ek[i] * rescale(P.m[i], P.m[base + r]);
+        const double e = P.ek[i] * aft_rescale(P.m[i], P.m[base + r]);
         const double u = alpha[r] * P.v[i] - beta[r];
         dv[i] += alpha[r] * ew1 * e;
         dk[i] += ew1 * e * u;

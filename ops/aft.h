@@ -45,4 +45,9 @@ inline void aft_absorb(double& m, double& num, double& den, double k, double v) 
   m = m_new;
 }
 
+// e^{m_from − m_to} for m_from <= m_to. The running maximum changes rarely, so the common case costs no exp; with
+// it, e^{K_t2 − m_t} = e^{K_t2 − m_t2} · aft_rescale(m_t2, m_t) needs one exp per key, not one per (row, key).
+// Shared with aft-local's and aft-conv's recurrent form for the same reason as aft_absorb.
+inline double aft_rescale(double m_from, double m_to) { return m_from == m_to ? 1.0 : std::exp(m_from - m_to); }
+
 }  // namespace eng

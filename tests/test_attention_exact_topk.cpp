@@ -189,6 +189,6 @@ TEST_CASE("exact-topk: bad options, refused masks and bad shapes") {
   CHECK_THROWS_WITH(attn->forward(q, k, v, lengths), "attention 'exact-topk': key_lengths[0] = 6 is outside [0, 5]");
   CHECK_THROWS(attn->forward(q, k, uniform({1, 2, 4, 3}, 44), {}));
   CHECK(attn->forward(q, narrow(k, 2, 0, 0), narrow(v, 2, 0, 0), {}).shape() == Shape{1, 2, 4, 3});
-  CHECK_THROWS_WITH(attn->step(q, k, v, *std::make_unique<AttentionState>(), {}),
-                    "attention 'exact-topk': no recurrent form (step) for this variant");
+  CHECK_THROWS_WITH(attn->step(q, k, v, *attn->new_state(), {}),  // its step: tests/test_attention_recurrent_forms.cpp
+                    doctest::Contains("attention 'exact-topk' step: q, k and v must be one position [B, H, 1, D]"));
 }

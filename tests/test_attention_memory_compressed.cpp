@@ -178,5 +178,5 @@ TEST_CASE("memory-compressed: bad options, shapes and masks are refused") {
   late.query_offset = 1;
   CHECK_THROWS_WITH(built_causal->forward(q, k, v, late), "attention 'memory-compressed': causal masking needs its "
                                                           "queries from position 0, got query_offset 1");
-  CHECK(a->new_state() == nullptr);
+  CHECK(a->new_state() != nullptr);  // its step: tests/test_attention_recurrent_forms.cpp
 }

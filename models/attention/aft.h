@@ -17,12 +17,18 @@
 // Key padding (key_lengths) excludes padded keys exactly. keep, bias and ALiBi are refused: AFT has no (query,
 // key) logits for them to act on (its position term is w). Files: aft.cpp (the shared checks and aft-simple),
 // aft_full.cpp, aft_local.cpp, aft_conv.cpp; the kernel of simple, local and conv is ops/aft.h.
+//
+// Recurrent forms (step(), equal to the causal parallel form's row): aft-simple, the running sums; aft-local and
+// aft-conv, the running sums plus a ring of the last s positions for the band (aft_band_step.cpp): O(s·D) per token
+// and constant memory; aft-full, a cache of every position (w_{t,t'} is learned per pair, see aft_full.cpp). K/V
+// may come in G groups (grouped-query): the sums and caches depend on k and v only, so they are kept per group.
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "models/attention/attention.h"
+#include "models/attention/softmax.h"
 
 namespace eng {
 
@@ -37,6 +43,11 @@ class AftAttention : public Attention {
   virtual Tensor mix(const Tensor& k, const Tensor& v, int64_t Lq, bool causal, const AttentionMask& mask) = 0;
   // Refuses T > max_len for the variants whose w is sized by it.
   void check_max_len(int64_t T) const;
+  // aft-local's and aft-conv's step: absorbs k, v [B, G, 1, D] into `state` (an AftBandState) and returns row
+  // state.length of the causal form for q [B, H, 1, D], whose band offsets −(s − 1) .. 0 carry w[(per_head ? h : 0)
+  // · s + off + s − 1] (this row's w).
+  Tensor band_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state, int64_t s,
+                   const std::vector<double>& w, bool per_head) const;
   int64_t heads_, max_len_;
 
  private:
@@ -47,6 +58,25 @@ struct AftSimpleState : AttentionState {
   std::vector<double> m, num, den;  // [B, H, D] each: running max and the sums relative to e^max
   Shape shape;                      // [B, H, 1, D] of the first step
   int64_t absorbed = 0;             // positions absorbed so far
+};
+
+// aft-local's and aft-conv's recurrent state, per batch element, K/V group and feature: the unbiased running sums
+// (as AftSimpleState) and a ring of the last s positions (slot t mod s) holding v, e^{K − m} and the running maximum
+// m after that position, the band's terms in the parallel form's arithmetic. f64 tensors (counted by the allocator,
+// as bench generate reports), O(B·G·s·D) whatever the length.
+struct AftBandState : AttentionState {
+  int64_t absorbed = 0;                  // positions absorbed so far
+  Tensor m, num, den;                    // [B, G, 1, D]
+  Tensor ring_v, ring_e, ring_m;         // [B, G, s, D]
+};
+
+// aft-full's recurrent state: e^{K − K_0} and e^{K − K_0} ⊙ V of every position so far, as the keys and values of a
+// KV cache (softmax.h; f64 [B, G, capacity, D]), relative to the first key K_0 [B, G, 1, D] as the causal parallel
+// form is.
+struct AftFullState : AttentionState {
+  int64_t absorbed = 0;
+  Tensor k0;
+  KVCacheState cache;
 };
 
 class AftSimple : public AftAttention {
@@ -66,9 +96,12 @@ class AftFull : public AftAttention {
   explicit AftFull(const AttentionConfig& config);
   std::string name() const override { return "aft-full"; }
   int64_t factor() const { return factor_; }
+  std::unique_ptr<AttentionState> new_state() const override;
 
  protected:
   Tensor mix(const Tensor& k, const Tensor& v, int64_t Lq, bool causal, const AttentionMask& mask) override;
+  Tensor attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                     const AttentionMask& mask) override;
 
  private:
   int64_t factor_;  // 0: w itself; r > 0: w = u vᵀ
@@ -80,9 +113,12 @@ class AftLocal : public AftAttention {
   explicit AftLocal(const AttentionConfig& config);
   std::string name() const override { return "aft-local"; }
   int64_t window() const { return s_; }
+  std::unique_ptr<AttentionState> new_state() const override;
 
  protected:
   Tensor mix(const Tensor& k, const Tensor& v, int64_t Lq, bool causal, const AttentionMask& mask) override;
+  Tensor attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                     const AttentionMask& mask) override;
 
  private:
   int64_t s_;
@@ -96,9 +132,12 @@ class AftConv : public AftAttention {
   int64_t window() const { return s_; }
   // The offsets t' − t the kernel covers: causal [−(s − 1), 0]; else [−⌊s/2⌋, s − 1 − ⌊s/2⌋] (centred).
   std::pair<int64_t, int64_t> offsets(bool causal) const;
+  std::unique_ptr<AttentionState> new_state() const override;
 
  protected:
   Tensor mix(const Tensor& k, const Tensor& v, int64_t Lq, bool causal, const AttentionMask& mask) override;
+  Tensor attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                     const AttentionMask& mask) override;
 
  private:
   int64_t s_;

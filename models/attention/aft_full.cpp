@@ -16,6 +16,14 @@
 //
 // Options: factor = r (> 0): the factorised w = u vᵀ with u, v ∈ R^{max_len×r}; 0 (default): w itself. Needs
 // AttentionConfig::max_len >= 1 and T <= max_len; self-attention only (w is indexed by position).
+//
+// Recurrent form: a cache of every position, not running sums. Running sums need e^{w_{t,t'}} = f(t)·g(t') (then
+// Σ_{t'} g(t') e^{K_t'} V_t' accumulates once for all rows), i.e. w_{t,t'} = a_t + b_t'; a learned T × T w is not of
+// that form, and neither is the factorised u vᵀ (e^{Σ_r u_{t,r} v_{t',r}} does not split into a product over t and
+// t'). So row t needs every earlier key with its own weight e^{w_{t,t'}}. The state keeps e^{K − K_0} and
+// e^{K − K_0} ⊙ V in double (the parallel form's terms, the size of a KV cache); step t forms row t of w (factor:
+// u_t vᵀ, O(t·r)) and the two weighted sums: O(t·D) per step and head, O(t·D) memory per K/V group; t < max_len.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -23,6 +31,7 @@
 #include "engine/error.h"
 #include "engine/rng.h"
 #include "models/attention/aft.h"
+#include "ops/activation.h"
 #include "ops/binary.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
@@ -41,6 +50,7 @@ AftFull::AftFull(const AttentionConfig& config)
     : AftAttention(config, true), factor_(config.options.get_int("factor", 0, IntRange::at_least(0))) {  // 0: w unfactorised
   ENG_CHECK(max_len_ >= 1, "attention 'aft-full': needs AttentionConfig::max_len >= 1 (w is max_len x max_len), got ",
             max_len_);
+  accepts_.grouped_step = true;
   if (factor_ == 0) {
     // w = 0 starts the layer as aft-simple (uniform position bias); training moves it from there.
     w_ = register_parameter("w", zeros({max_len_, max_len_}));
@@ -97,6 +107,41 @@ Tensor AftFull::mix(const Tensor& k, const Tensor& v, int64_t, bool causal, cons
   // A batch element without keys has num = den = 0; adding 1 to its den makes its output 0 rather than NaN.
   const Tensor den = add(matmul(e_w, e_k), from_vector(no_key, {B, 1, 1, 1}, ct));
   return div(num, den).to(k.dtype());
+}
+
+std::unique_ptr<AttentionState> AftFull::new_state() const { return std::make_unique<AftFullState>(); }
+
+Tensor AftFull::attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                            const AttentionMask&) {
+  ENG_CHECK(v.shape() == k.shape() && q.size(3) == k.size(3), "attention 'aft-full' step: AFT is elementwise over the "
+            "head dim, so k and v need q's head dim, got q ", q.shape(), ", k ", k.shape(), ", v ", v.shape());
+  auto* st = dynamic_cast<AftFullState*>(&state);
+  ENG_CHECK(st, "attention 'aft-full' step: the state was not made by this variant's new_state()");
+  const int64_t t = st->length, H = q.size(1);
+  ENG_CHECK(t == st->absorbed, "attention 'aft-full' step: state.length is ", t, " but the state holds ", st->absorbed,
+            " positions (advance length by one after each step)");
+  check_max_len(t + 1);
+  NoGradGuard no_grad;
+  const Tensor kd = k.to(DType::F64);
+  if (t == 0) st->k0 = kd.clone();
+  ENG_CHECK(k.shape() == st->k0.shape(), "attention 'aft-full' step: k ", k.shape(), " does not match the state's ",
+            st->k0.shape());
+  const Tensor e = exp(sub(kd, st->k0));
+  st->cache.length = t;
+  const auto [ce, cev] = kv_cache_append(st->cache, e, mul(e, v.to(DType::F64)), "attention 'aft-full'");
+  st->absorbed++;
+  // Row t of w over t' <= t, in f64 as the causal parallel form, shifted by its maximum.
+  const Tensor row = factor_ > 0 ? matmul(narrow(u_, 0, t, 1), transpose(narrow(v_, 0, 0, t + 1), 0, 1))
+                                 : narrow(narrow(w_, 0, t, 1), 1, 0, t + 1);
+  std::vector<double> ew = row.to(DType::F64).to_vector();
+  double m_w = -std::numeric_limits<double>::infinity();
+  for (double x : ew) m_w = std::max(m_w, x);
+  for (double& x : ew) x = std::exp(x - m_w);
+  // num, den [B, G, 1, D] = ew [1, t + 1] @ the cached [B, G, t + 1, D]
+  const Tensor weights = from_vector(ew, {1, 1, 1, t + 1}, DType::F64);
+  const Tensor y = div(matmul(weights, cev), matmul(weights, ce));
+  // The parallel form rounds Y to k's dtype before σ(Q) multiplies it.
+  return mul(sigmoid(q), repeat_heads(y, H).to(q.dtype()));
 }
 
 }  // namespace eng

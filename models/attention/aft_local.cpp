@@ -10,8 +10,12 @@
 // Parameters: w, a band [max_len, 2s − 1] shared by the heads, w[t, t' − t + s − 1] = w_{t,t'}. Options: window = s
 // (1 <= s <= max_len, default min(16, max_len)). Needs AttentionConfig::max_len >= 1 and T <= max_len;
 // self-attention only. Causal: offsets t' − t in [−(s − 1), 0].
+//
+// Recurrent form (aft_band_step.cpp): the running sums over every position plus a ring of the last s positions,
+// with row t's s band weights read from w; O(s·D) per step, O(s·D) memory per K/V group; t < max_len.
 #include <algorithm>
 
+#include "engine/autograd.h"
 #include "engine/error.h"
 #include "models/attention/aft.h"
 #include "ops/aft.h"
@@ -30,6 +34,7 @@ AftLocal::AftLocal(const AttentionConfig& config) : AftAttention(config, true) {
   s_ = config.options.get_int("window", std::min<int64_t>(16, max_len_), IntRange{1, max_len_});
   // w = 0 starts the layer as aft-simple (uniform position bias); training moves it from there.
   band_ = register_parameter("w", zeros({max_len_, 2 * s_ - 1}));
+  accepts_.grouped_step = true;
 }
 
 Tensor AftLocal::mix(const Tensor& k, const Tensor& v, int64_t, bool causal, const AttentionMask& mask) {
@@ -38,6 +43,17 @@ Tensor AftLocal::mix(const Tensor& k, const Tensor& v, int64_t, bool causal, con
   // Causal rows use the columns of offsets −(s − 1) .. 0 only.
   return aft_weighted(k, v, causal ? narrow(w, 1, 0, s_) : w,
                       {causal, mask.key_lengths, -(s_ - 1), causal ? 0 : s_ - 1, false});
+}
+
+std::unique_ptr<AttentionState> AftLocal::new_state() const { return std::make_unique<AftBandState>(); }
+
+Tensor AftLocal::attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                             const AttentionMask&) {
+  check_max_len(state.length + 1);
+  NoGradGuard no_grad;
+  // Row t's causal columns, offsets −(s − 1) .. 0, in the dtype the parallel form reads them in.
+  const std::vector<double> w = narrow(narrow(band_, 0, state.length, 1), 1, 0, s_).to(k.dtype()).to_vector();
+  return band_step(q, k, v, state, s_, w, false);
 }
 
 }  // namespace eng

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "engine/error.h"
+#include "models/attention/softmax.h"
 #include "ops/binary.h"
 #include "ops/index.h"
 #include "ops/matmul.h"
@@ -58,7 +59,7 @@ Tensor apply_key_lists(const Tensor& weights, const KeyListAttention& lists) {
 
 ExactTopkAttention::ExactTopkAttention(const AttentionConfig& config)
     : topk_(config.options.get_int("topk", 32, IntRange::at_least(1))) {
-  accepts_.query_offset = accepts_.cross = true;
+  accepts_.query_offset = accepts_.cross = accepts_.grouped_step = true;
   accepts_.why_not = "the top k keys are chosen on plain logits";
 }
 
@@ -99,6 +100,13 @@ Tensor ExactTopkAttention::attend(const Tensor& q, const Tensor& k, const Tensor
   if (kk == 0 || q.size(2) == 0) return zeros({q.size(0), q.size(1), q.size(2), v.size(3)}, q.dtype());
   const KeyListAttention lists = gather_key_lists(q, k, v, select(q, k, mask, kk), kk);
   return apply_key_lists(softmax(lists.logits, -1), lists);  // an all-empty row: softmax zeros, output zeros
+}
+
+std::unique_ptr<AttentionState> ExactTopkAttention::new_state() const { return std::make_unique<KVCacheState>(); }
+
+Tensor ExactTopkAttention::attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                                      const AttentionMask& mask) {
+  return kv_cache_step(*this, q, k, v, state, mask);
 }
 
 }  // namespace eng

@@ -13,9 +13,13 @@
 //
 // Options: topk = k (default 32, >= 1). Masks: causal (with query_offset: top-k among j <= i + offset) and key
 // padding (top-k among j < length); a query with no visible key outputs zeros. keep, bias and ALiBi are refused.
-// No recurrent form.
+//
+// Recurrent form: a KV cache (softmax.h's kv_cache_step). Step t selects the top k of row t over the cached keys
+// j <= t with the same scores and tie rule as the parallel form, so it chooses the same keys: O(t·D + t·log k) per
+// step and head, O(G·t·D) memory for G K/V groups. Every key stays: any of them may enter a later row's top k.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -41,7 +45,10 @@ class ExactTopkAttention : public Attention {
  public:
   explicit ExactTopkAttention(const AttentionConfig& config);
   std::string name() const override { return "exact-topk"; }
+  std::unique_ptr<AttentionState> new_state() const override;
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
+  Tensor attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                     const AttentionMask& mask) override;
 
   int64_t topk() const { return topk_; }
   // The chosen keys of every query, [B, H, Lq, min(topk, Lk)] i64, −1 on empty slots (checks the mask).

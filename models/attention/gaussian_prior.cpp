@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "models/attention/softmax.h"
 #include "ops/attention_naive.h"
 #include "ops/binary.h"
 #include "ops/unary.h"
@@ -36,6 +37,7 @@ GaussianPriorAttention::GaussianPriorAttention(const AttentionConfig& config) : 
   ENG_CHECK(heads_ >= 1, "attention 'gaussian-prior': needs heads >= 1, got ", heads_);
   log_sigma_ = register_parameter("log_sigma", full({heads_}, std::log(sigma)));
   accepts_.keep = accepts_.bias = accepts_.alibi = accepts_.query_offset = accepts_.cross = true;
+  accepts_.grouped_step = true;
 }
 
 Tensor GaussianPriorAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
@@ -45,6 +47,13 @@ Tensor GaussianPriorAttention::attend(const Tensor& q, const Tensor& k, const Te
   m.bias = mask.bias.defined() ? add(mask.bias, g) : g;
   const double scale = scale_ > 0 ? scale_ : 1.0 / std::sqrt(double(q.size(3)));
   return naive_attention(q, k, v, m, scale);
+}
+
+std::unique_ptr<AttentionState> GaussianPriorAttention::new_state() const { return std::make_unique<KVCacheState>(); }
+
+Tensor GaussianPriorAttention::attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                                          const AttentionMask& mask) {
+  return kv_cache_step(*this, q, k, v, state, mask);
 }
 
 }  // namespace eng

@@ -14,8 +14,13 @@
 // Cost: full attention, O(H·Lq·Lk·D) time and O(H·Lq·Lk) memory (logits and the bias G are materialised).
 // Masks: all of naive attention's (causal, key padding, keep, bias, ALiBi). σ → ∞ gives softmax attention.
 // Options: sigma = the initial σ of every head, in positions (default 8, > 0); scale = the logit scale
-// (default 1/√D). No recurrent form (new_state() is null).
+// (default 1/√D).
+//
+// Recurrent form: a KV cache (softmax.h's kv_cache_step). Row t of G depends on t and j only, so step t adds
+// −(t − j)² / (2σ_h²) to the new query's logits over the cached keys 0 .. t: O(H·t·D) per step, O(G·t·D) memory for
+// G K/V groups, as softmax's cache.
 #pragma once
+#include <memory>
 #include <string>
 
 #include "models/attention/attention.h"
@@ -29,7 +34,10 @@ class GaussianPriorAttention : public Attention {
  public:
   explicit GaussianPriorAttention(const AttentionConfig& config);
   std::string name() const override { return "gaussian-prior"; }
+  std::unique_ptr<AttentionState> new_state() const override;
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
+  Tensor attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                     const AttentionMask& mask) override;
 
   const Tensor& log_sigma() const { return log_sigma_; }  // [H]
 

@@ -36,6 +36,7 @@ MemoryCompressedAttention::MemoryCompressedAttention(const AttentionConfig& conf
       head_dim_(config.head_dim),
       causal_(config.causal) {
   accepts_.cross = !causal_;  // a causal model is causal under any mask
+  accepts_.grouped_step = true;
   accepts_.why_not = causal_ ? "built causal, it is causal under any mask; keep, bias and ALiBi index keys that the "
                                "convolution replaces by compressed slots, and causal queries start at position 0"
                              : "keep, bias and ALiBi index keys that the convolution replaces by compressed slots, and "
@@ -85,6 +86,42 @@ Tensor MemoryCompressedAttention::attend(const Tensor& q, const Tensor& k, const
     parts.push_back(unsqueeze(o, 3));
   }
   return narrow(reshape(concat(parts, 3), {B, H, M * c_, Dv}), 2, 0, Lq);
+}
+
+std::unique_ptr<AttentionState> MemoryCompressedAttention::new_state() const {
+  return std::make_unique<MemoryCompressedState>();
+}
+
+Tensor MemoryCompressedAttention::attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                                              const AttentionMask&) {
+  auto* st = dynamic_cast<MemoryCompressedState*>(&state);
+  ENG_CHECK(st, "attention 'memory-compressed' step: the state was not made by this variant's new_state()");
+  const int64_t B = q.size(0), H = q.size(1), G = k.size(1), D = k.size(3), Dv = v.size(3);
+  ENG_CHECK(H == heads_ && D == head_dim_ && Dv == head_dim_, "attention 'memory-compressed' step: built for ", heads_,
+            " heads of dim ", head_dim_, ", got q ", q.shape(), " and v ", v.shape());
+  ENG_CHECK(st->length == st->absorbed(), "attention 'memory-compressed' step: state.length is ", st->length,
+            " but the state holds ", st->absorbed(), " positions (advance length by one after each step)");
+  if (!st->open_k.defined()) {
+    st->open_k = zeros({B, G, c_, D}, k.dtype());
+    st->open_v = zeros({B, G, c_, Dv}, v.dtype());
+  }
+  ENG_CHECK(k.shape() == Shape({st->open_k.size(0), st->open_k.size(1), 1, D}) && k.dtype() == st->open_k.dtype(),
+            "attention 'memory-compressed' step: k ", k.shape(), " does not match the open block ", st->open_k.shape());
+  narrow(st->open_k, 2, st->open, 1).copy_from(k);
+  narrow(st->open_v, 2, st->open, 1).copy_from(v);
+  if (++st->open == c_) {  // the block is complete: its slot becomes visible from this query on
+    auto slot = [&](const Tensor& rows, const Tensor& w) {
+      return matmul(reshape(repeat_heads(rows, H), {B, H, 1, c_ * D}), w.to(rows.dtype()));
+    };
+    st->slots.length = st->slots.stored;
+    kv_cache_append(st->slots, slot(st->open_k, wk_), slot(st->open_v, wv_), "attention 'memory-compressed'");
+    st->open = 0;
+  }
+  const int64_t n = st->slots.stored;
+  if (n == 0) return zeros({B, H, 1, Dv}, q.dtype());  // no complete block yet: the parallel form's zeros
+  auto visible = [n](const Tensor& buf) { return narrow(buf, 2, 0, n); };
+  return flash_attention(q, visible(st->slots.k), visible(st->slots.v), AttentionMask{},
+                         1.0 / std::sqrt(double(q.size(3))));
 }
 
 }  // namespace eng

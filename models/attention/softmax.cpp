@@ -47,35 +47,48 @@ Tensor grow(const Tensor& old, const Tensor& like, int64_t capacity, int64_t len
 
 }  // namespace
 
-Tensor SoftmaxAttention::attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
-                                     const AttentionMask& mask) {
-  auto* cache = dynamic_cast<KVCacheState*>(&state);
-  ENG_CHECK(cache, "attention 'softmax' step: the state was not made by this variant's new_state()");
-  const int64_t t = cache->length;  // this position; the caller advances length afterwards
-  ENG_CHECK(t >= 0 && t <= cache->stored, "attention 'softmax' step: state.length is ", t, " but the cache holds ", cache->stored,
+std::pair<Tensor, Tensor> kv_cache_append(KVCacheState& cache, const Tensor& k, const Tensor& v, const std::string& who) {
+  const int64_t t = cache.length;  // this position; the caller advances length afterwards
+  ENG_CHECK(t >= 0 && t <= cache.stored, who, " step: state.length is ", t, " but the cache holds ", cache.stored,
             " positions (advance length by one after each step)");
-  if (cache->k.defined()) {
-    const Tensor& ck = cache->k;
-    const Tensor& cv = cache->v;
-    ENG_CHECK(k.size(0) == ck.size(0) && k.size(1) == ck.size(1) && k.size(3) == ck.size(3) &&
-                  v.size(3) == cv.size(3) && k.dtype() == ck.dtype(),
-              "attention 'softmax' step: k ", k.shape(), " and v ", v.shape(), " do not match the cache of keys ", ck.shape(),
-              " and values ", cv.shape());
+  if (cache.v.defined()) {
+    const Tensor& cv = cache.v;
+    ENG_CHECK(v.size(0) == cv.size(0) && v.size(1) == cv.size(1) && v.size(3) == cv.size(3) && v.dtype() == cv.dtype() &&
+                  k.defined() == cache.k.defined() && (!k.defined() || k.size(3) == cache.k.size(3)),
+              who, " step: k ", k.defined() ? k.shape() : Shape{}, " and v ", v.shape(), " do not match the cache of keys ",
+              cache.k.defined() ? cache.k.shape() : Shape{}, " and values ", cv.shape());
   }
-  if (t == cache->capacity()) {
+  if (t == cache.capacity()) {
     const int64_t capacity = std::max<int64_t>(16, 2 * t);
-    cache->k = grow(cache->k, k, capacity, t);
-    cache->v = grow(cache->v, v, capacity, t);
+    if (k.defined()) cache.k = grow(cache.k, k, capacity, t);
+    cache.v = grow(cache.v, v, capacity, t);
   }
-  const Tensor& ck = cache->k;
-  const Tensor& cv = cache->v;
-  ck.as_strided(k.shape(), ck.strides(), ck.offset() + t * ck.strides()[2]).copy_from(k);
-  cv.as_strided(v.shape(), cv.strides(), cv.offset() + t * cv.strides()[2]).copy_from(v);
+  auto write = [t](const Tensor& buf, const Tensor& x) {
+    buf.as_strided(x.shape(), buf.strides(), buf.offset() + t * buf.strides()[2]).copy_from(x);
+  };
+  if (k.defined()) write(cache.k, k);
+  write(cache.v, v);
+  cache.stored = t + 1;
+  return {k.defined() ? cache_view(cache.k, t + 1) : Tensor(), cache_view(cache.v, t + 1)};
+}
+
+Tensor kv_cache_step(Attention& a, const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                     const AttentionMask& mask, bool keys) {
+  const std::string who = "attention '" + a.name() + "'";
+  auto* cache = dynamic_cast<KVCacheState*>(&state);
+  ENG_CHECK(cache, who, " step: the state was not made by this variant's new_state()");
+  const auto [ck, cv] = kv_cache_append(*cache, keys ? k : Tensor(), v, who);
+  const int64_t B = q.size(0), H = q.size(1), L = cv.size(2);
   AttentionMask m = mask;
   m.causal = true;
-  m.query_offset = t;
-  cache->stored = t + 1;
-  return forward(q, repeat_heads(cache_view(ck, t + 1), q.size(1)), repeat_heads(cache_view(cv, t + 1), q.size(1)), m);
+  m.query_offset = cache->length;
+  const Tensor all_k = keys ? repeat_heads(ck, H) : expand(narrow(k, 1, 0, 1), {B, H, L, k.size(3)});
+  return a.forward(q, all_k, repeat_heads(cv, H), m);
+}
+
+Tensor SoftmaxAttention::attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                                     const AttentionMask& mask) {
+  return kv_cache_step(*this, q, k, v, state, mask);
 }
 
 }  // namespace eng

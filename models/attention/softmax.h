@@ -13,6 +13,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "models/attention/attention.h"
 
@@ -23,8 +24,22 @@ namespace eng {
 struct KVCacheState : AttentionState {
   Tensor k, v;
   int64_t stored = 0;
-  int64_t capacity() const { return k.defined() ? k.size(2) : 0; }
+  int64_t capacity() const { return v.defined() ? v.size(2) : 0; }
 };
+
+// Writes one position's k [B, G, 1, D] and v [B, G, 1, Dv] at position state.length (checked: the caller advances
+// length after each step) and returns the cached positions 0 .. length as views {k [B, G, length + 1, D], v}.
+// An undefined k caches values only (a variant that never reads keys). The step of every variant whose recurrent
+// form is a KV cache (softmax, talking-heads, gaussian-prior, synthesizer, exact-topk); `who` names it in errors.
+std::pair<Tensor, Tensor> kv_cache_append(KVCacheState& cache, const Tensor& k, const Tensor& v, const std::string& who);
+
+// The whole step of a variant whose parallel form takes causal queries that continue a sequence (query_offset):
+// appends k and v to `state` (a KVCacheState, else an error) and runs a.forward on the new query against the cached
+// positions 0 .. length, K/V groups repeated to q's heads, with mask.causal and query_offset = length. The variant's
+// rule is thereby applied to row `length` alone, exactly as in the parallel form. keys = false caches values only
+// and hands forward a stride-0 view of the new key in place of the keys (for a variant that reads only their count).
+Tensor kv_cache_step(Attention& a, const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                     const AttentionMask& mask, bool keys = true);
 
 class SoftmaxAttention : public Attention {
  public:

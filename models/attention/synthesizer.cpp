@@ -4,6 +4,7 @@
 
 #include "engine/error.h"
 #include "engine/rng.h"
+#include "models/attention/softmax.h"
 #include "ops/activation.h"
 #include "ops/binary.h"
 #include "ops/matmul.h"
@@ -37,6 +38,7 @@ SynthesizerAttention::SynthesizerAttention(const AttentionConfig& config)
             " and ", head_dim_);
   // Every mask acts through the dense additive term on the synthesised logits.
   accepts_.keep = accepts_.bias = accepts_.alibi = accepts_.query_offset = accepts_.cross = true;
+  accepts_.grouped_step = true;
   Rng rng(config.seed ^ kStream);
   if (kind_ == Kind::Random) {
     const Tensor r = randn({heads_, max_len_, max_len_}, rng);
@@ -70,6 +72,13 @@ Tensor SynthesizerAttention::attend(const Tensor& q, const Tensor& k, const Tens
   }
   if (mask.any()) logits = add(logits, dense_attention_mask(mask, B, H, Lq, Lk, q.dtype(), "attention 'synthesizer'"));
   return matmul(softmax(logits, -1), v);
+}
+
+std::unique_ptr<AttentionState> SynthesizerAttention::new_state() const { return std::make_unique<KVCacheState>(); }
+
+Tensor SynthesizerAttention::attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                                        const AttentionMask& mask) {
+  return kv_cache_step(*this, q, k, v, state, mask, false);
 }
 
 }  // namespace eng

@@ -18,8 +18,14 @@
 // −inf logits (a fully masked row outputs zeros), bias and ALiBi added to the synthesised logits.
 // Options: kind = dense | random (default dense); fixed = true | false (random only, default false: with true,
 // R is a buffer drawn once from the seed and never trained). Init: W1, b1, W2, b2 as nn.Linear
-// (U(±1/√D)); R ~ N(0, 1). No recurrent form (new_state() is null).
+// (U(±1/√D)); R ~ N(0, 1).
+//
+// Recurrent form: a cache of values only (softmax.h's kv_cache_step with keys = false: keys are never read). Step t
+// computes row t of the synthesised logits restricted to j <= t (dense: B_t from q_t, its first t + 1 entries;
+// random: R[t, 0 .. t]) and averages the cached values: O(D·(D + max_len) + t·Dv) (dense) or O(t·Dv) (random) per
+// step and head, O(G·t·Dv) memory for G K/V groups; t < max_len.
 #pragma once
+#include <memory>
 #include <string>
 
 #include "models/attention/attention.h"
@@ -32,6 +38,7 @@ class SynthesizerAttention : public Attention {
 
   explicit SynthesizerAttention(const AttentionConfig& config);
   std::string name() const override { return "synthesizer"; }
+  std::unique_ptr<AttentionState> new_state() const override;
 
   Kind kind() const { return kind_; }
   // dense: w1 [H, D, D], b1 [H, 1, D], w2 [H, D, max_len], b2 [H, 1, max_len] (x · W convention: B = σ(q W1 + b1) W2
@@ -44,6 +51,8 @@ class SynthesizerAttention : public Attention {
 
  protected:
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
+  Tensor attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                     const AttentionMask& mask) override;
 
  private:
   Kind kind_;

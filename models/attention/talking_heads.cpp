@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "models/attention/softmax.h"
 #include "ops/binary.h"
 #include "ops/matmul.h"
 #include "ops/softmax.h"
@@ -58,6 +59,7 @@ TalkingHeadsAttention::TalkingHeadsAttention(const AttentionConfig& config) : he
   scale_ = config.options.get_double("scale", 0.0, RealRange::above(0));  // 0: 1/sqrt(D)
   // Every mask is added to the mixed logits; a keep mask must be the same for every head (checked per call).
   accepts_.keep = accepts_.bias = accepts_.alibi = accepts_.query_offset = accepts_.cross = true;
+  accepts_.grouped_step = true;
   p_l_ = register_parameter("P_l", identity(heads_));
   p_w_ = register_parameter("P_w", identity(heads_));
 }
@@ -66,6 +68,13 @@ Tensor TalkingHeadsAttention::attend(const Tensor& q, const Tensor& k, const Ten
   ENG_CHECK(q.size(1) == heads_, "attention 'talking-heads': built for ", heads_, " heads, got q ", q.shape());
   const double scale = scale_ > 0 ? scale_ : 1.0 / std::sqrt(double(q.size(3)));
   return talking_heads_attention(q, k, v, p_l_, p_w_, mask, scale);
+}
+
+std::unique_ptr<AttentionState> TalkingHeadsAttention::new_state() const { return std::make_unique<KVCacheState>(); }
+
+Tensor TalkingHeadsAttention::attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                                          const AttentionMask& mask) {
+  return kv_cache_step(*this, q, k, v, state, mask);
 }
 
 }  // namespace eng

@@ -20,8 +20,13 @@
 // Cost: it is full attention, O(H·Lq·Lk·D + H²·Lq·Lk) time and O(H·Lq·Lk) memory (logits and weights are
 // materialised; the mixing needs every head's row at once), forward and backward by autograd.
 //
-// Options: scale = the logit scale (default 1/√D). No recurrent form (new_state() is null).
+// Options: scale = the logit scale (default 1/√D).
+//
+// Recurrent form: a KV cache (softmax.h's kv_cache_step). Row t mixes the H heads' logits of keys 0 .. t, which
+// every head's cache holds, so step t runs the formula above on the new query against the cache: O(H·t·D + H²·t)
+// per step, O(G·t·D) memory for G K/V groups (grouped-query K/V are repeated to H for the mixing).
 #pragma once
+#include <memory>
 #include <string>
 
 #include "models/attention/attention.h"
@@ -36,12 +41,15 @@ class TalkingHeadsAttention : public Attention {
  public:
   explicit TalkingHeadsAttention(const AttentionConfig& config);
   std::string name() const override { return "talking-heads"; }
+  std::unique_ptr<AttentionState> new_state() const override;
 
   const Tensor& p_l() const { return p_l_; }
   const Tensor& p_w() const { return p_w_; }
 
  protected:
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
+  Tensor attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
+                     const AttentionMask& mask) override;
 
  private:
   int64_t heads_;
