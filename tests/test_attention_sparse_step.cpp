@@ -14,6 +14,7 @@
 #include "engine/rng.h"
 #include "models/attention/sparse_attention.h"
 #include "models/positional.h"
+#include "ops/binary.h"
 #include "ops/view.h"
 #include "tests/gradcheck.h"
 
@@ -206,6 +207,31 @@ TEST_CASE("sparse step: variants without a length-independent causal form have n
   AttentionState state;
   CHECK_THROWS_WITH(a->step(x, x, x, state, AttentionMask{}),
                     doctest::Contains("attention 'band': no recurrent form (step) for this variant"));
+}
+
+TEST_CASE("sparse step: bp-transformer's causal row of token t reads span nodes placed after every token") {
+  // T = 8 tokens, then the nodes: level 1 at positions 8..11, level 2 at 12..13, the root at 14. With window 1,
+  // token 5 reads tokens 4..5 and node (1, 1) = position 9 (tokens 2..3), which comes after it in the sequence.
+  auto a = build("bp-transformer", {{"window", "1"}, {"block", "4"}});
+  CHECK_FALSE(a->has_step());
+  Rng rng(3);
+  const int64_t L = 15;
+  const Tensor q = randn({1, kH, L, kD}, rng, DType::F64), k = randn({1, kH, L, kD}, rng, DType::F64);
+  const Tensor v = randn({1, kH, L, kD}, rng, DType::F64);
+  AttentionMask mask;
+  mask.causal = true;
+  NoGradGuard no_grad;
+  const Tensor before = a->forward(q, k, v, mask);
+  auto bump = [&](int64_t position) {  // v at one position + 1, row 5 of the output
+    Tensor w = v.clone();
+    narrow(w, 2, position, 1).copy_from(add_scalar(narrow(v, 2, position, 1), 1.0));
+    return max_abs_diff(narrow(a->forward(q, k, w, mask), 2, 5, 1), narrow(before, 2, 5, 1));
+  };
+  CHECK(bump(6) == 0.0);  // a later token: the form is causal in the tokens
+  CHECK(bump(9) > 1e-3);  // a later position: the node of tokens 2..3
+  const Tensor x = randn({1, kH, 1, kD}, rng, DType::F64);
+  AttentionState state;
+  CHECK_THROWS_WITH(a->step(x, x, x, state, mask), doctest::Contains("reads the span nodes of the complete spans"));
 }
 
 TEST_CASE("sparse step: a state from another variant or a skipped length is refused") {
