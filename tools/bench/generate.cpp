@@ -208,7 +208,7 @@ int bench_generate(int argc, char** argv) {
   int label_width = 10;
   for (const auto& vm : variant_models) label_width = std::max(label_width, int(vm.first.size()));
   for (int64_t tokens : sizes) {
-    for (int64_t b : {int64_t(1), int64_t(batch)}) {
+    for (int64_t b : batch == 1 ? std::vector<int64_t>{1} : std::vector<int64_t>{1, batch}) {  // batch 1 once
       std::printf("\n%lld pixels, batch %lld (%s)\n", (long long)tokens, (long long)b,
                   b == 1 ? "latency" : "throughput");
       std::printf("  %-*s %12s %12s %12s %14s %21s %16s\n", label_width, "generator", "s/batch", "images/s",
