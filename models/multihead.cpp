@@ -101,7 +101,9 @@ Tensor MultiHeadAttention::forward(const Tensor& x_q, const Tensor& x_kv, Attent
 
 std::unique_ptr<AttentionState> MultiHeadAttention::new_state() const {
   auto s = attn_->new_state();
-  ENG_CHECK(s != nullptr, "MultiHeadAttention: attention '", attn_->name(), "' has no recurrent form for generation");
+  const std::string& why = attn_->accepts().no_step;
+  ENG_CHECK(s != nullptr, "MultiHeadAttention: attention '", attn_->name(), "' has no recurrent form for generation",
+            why.empty() ? "" : ": " + why);
   return s;
 }
 

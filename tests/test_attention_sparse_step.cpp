@@ -1,8 +1,9 @@
 // The recurrent form of the position-based sparse variants (models/attention/sparse_step.cpp): step() at every
 // position equals the row of the causal parallel form (the block-sparse kernel over the pattern's layout), at
 // lengths past the window and the block size, with grouped-query K/V and with ALiBi; band's state is a ring of
-// window + 1 positions whatever the length; variants whose row depends on the length, or that have no causal
-// form, have no step.
+// window + 1 positions whatever the length, and the others keep only what a later row reads (global prefix,
+// summary cells); variants whose row depends on the length, or that have no causal form, have no step.
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "engine/rng.h"
 #include "models/attention/sparse_attention.h"
 #include "models/positional.h"
+#include "ops/binary.h"
 #include "ops/view.h"
 #include "tests/gradcheck.h"
 
@@ -72,10 +74,12 @@ std::vector<Case> cases() {
       {"random", {{"random_blocks", "2"}, {"block", "8"}}},
       {"block-local", {{"block", "8"}}},
       {"longformer", {{"window", "5"}, {"globals", "2"}, {"dilated_heads", "2"}, {"dilation", "3"}, {"block", "8"}}},
+      {"longformer", {{"window", "5"}, {"globals", "3"}, {"block", "8"}}},
       {"bigbird", {{"window", "3"}, {"globals", "2"}, {"random_blocks", "2"}, {"block", "8"}}},
       {"sparse-strided", {{"stride", "6"}, {"block", "8"}}},
       {"sparse-strided", {{"stride", "6"}, {"factorize", "merged"}, {"block", "8"}}},
       {"sparse-fixed", {{"stride", "8"}, {"summary", "2"}, {"block", "8"}}},
+      {"sparse-fixed", {{"stride", "6"}, {"summary", "3"}, {"factorize", "merged"}, {"block", "8"}}},
       {"image-2d",
        {{"width", "6"}, {"query_rows", "2"}, {"query_cols", "3"}, {"memory_rows", "1"}, {"memory_cols", "1"},
         {"block", "8"}}},
@@ -130,14 +134,64 @@ TEST_CASE("sparse step: band keeps a ring of window + 1 positions, and step == p
     CHECK(ring->k.shape() == Shape({1, 1, w + 1, kD}));  // one K/V group, w + 1 slots
     CHECK(ring->v.shape() == Shape({1, 1, w + 1, kD}));
   }
-  // A pattern of unbounded reach keeps every position.
-  auto g = build("global", {{"globals", "2"}, {"block", "4"}});
-  auto cache = g->new_state();
+  // A pattern that reads any earlier position keeps every one.
+  auto s = build("sparse-strided", {{"stride", "4"}, {"block", "4"}});
+  auto cache = s->new_state();
   for (int64_t t = 0; t < L; ++t) {
-    g->step(narrow(q, 2, t, 1), narrow(k, 2, t, 1), narrow(v, 2, t, 1), *cache, mask);
+    s->step(narrow(q, 2, t, 1), narrow(k, 2, t, 1), narrow(v, 2, t, 1), *cache, mask);
     cache->length = t + 1;
   }
   CHECK(dynamic_cast<SparseKVState&>(*cache).slots() >= L);
+}
+
+TEST_CASE("sparse step: the state drops what no later row reads, and step == parallel at 64 positions") {
+  struct Bounded {
+    Case c;
+    int64_t ring;
+    std::function<int64_t(int64_t)> kept;  // how many of positions 0 .. t a later row still reads
+  };
+  // Ring sizes: band w + 1, dilated w d + 1, block-local the block, global 1 (the current row), longformer the
+  // window's reach + 1, sparse-fixed the stride; kept: the global prefix, or the summary cells (s per stride l).
+  const auto none = [](int64_t) { return int64_t(0); };
+  const auto prefix = [](int64_t g) { return [g](int64_t t) { return std::min(g, t + 1); }; };
+  const std::vector<Bounded> bounded = {
+      {{"band", {{"window", "5"}, {"block", "8"}}}, 6, none},
+      {{"dilated", {{"window", "3"}, {"dilation", "3"}, {"block", "8"}}}, 10, none},
+      {{"block-local", {{"block", "8"}}}, 8, none},
+      {{"global", {{"globals", "3"}, {"block", "8"}}}, 1, prefix(3)},
+      {{"longformer", {{"window", "5"}, {"globals", "3"}, {"block", "8"}}}, 6, prefix(3)},
+      {{"longformer", {{"window", "5"}, {"globals", "2"}, {"dilated_heads", "2"}, {"dilation", "3"}, {"block", "8"}}},
+       16, prefix(2)},
+      {{"sparse-fixed", {{"stride", "8"}, {"summary", "2"}, {"block", "8"}}}, 8,
+       [](int64_t t) { return (t + 1) / 8 * 2 + std::max<int64_t>(0, (t + 1) % 8 - 6); }},
+  };
+  const int64_t L = 64;
+  Rng rng(9);
+  const Tensor q = randn({1, kH, L, kD}, rng, DType::F64);
+  const Tensor k = randn({1, 2, L, kD}, rng, DType::F64);
+  const Tensor v = randn({1, 2, L, kD}, rng, DType::F64);
+  AttentionMask mask;
+  mask.causal = true;
+  NoGradGuard no_grad;
+  for (const Bounded& b : bounded) {
+    CAPTURE(b.c.name);
+    CAPTURE(b.c.options.size());
+    auto a = build(b.c.name, b.c.options);
+    const Tensor full = a->forward(q, repeat_heads(k, kH), repeat_heads(v, kH), mask);
+    auto state = a->new_state();
+    auto& s = dynamic_cast<SparseKVState&>(*state);
+    CHECK(s.ring == b.ring);
+    for (int64_t t = 0; t < L; ++t) {
+      CAPTURE(t);
+      const Tensor out = a->step(narrow(q, 2, t, 1), narrow(k, 2, t, 1), narrow(v, 2, t, 1), s, mask);
+      s.length = t + 1;
+      CHECK(max_abs_diff(out, narrow(full, 2, t, 1)) < 1e-9);
+      // the ring, then a kept part that doubles: at most twice what it must hold
+      CHECK(s.k.shape() == Shape({1, 2, s.slots(), kD}));
+      CHECK(s.slots() <= b.ring + 2 * b.kept(t));
+    }
+    CHECK(s.slots() < L / 2);
+  }
 }
 
 TEST_CASE("sparse step: variants without a length-independent causal form have none") {
@@ -153,6 +207,31 @@ TEST_CASE("sparse step: variants without a length-independent causal form have n
   AttentionState state;
   CHECK_THROWS_WITH(a->step(x, x, x, state, AttentionMask{}),
                     doctest::Contains("attention 'band': no recurrent form (step) for this variant"));
+}
+
+TEST_CASE("sparse step: bp-transformer's causal row of token t reads span nodes placed after every token") {
+  // T = 8 tokens, then the nodes: level 1 at positions 8..11, level 2 at 12..13, the root at 14. With window 1,
+  // token 5 reads tokens 4..5 and node (1, 1) = position 9 (tokens 2..3), which comes after it in the sequence.
+  auto a = build("bp-transformer", {{"window", "1"}, {"block", "4"}});
+  CHECK_FALSE(a->has_step());
+  Rng rng(3);
+  const int64_t L = 15;
+  const Tensor q = randn({1, kH, L, kD}, rng, DType::F64), k = randn({1, kH, L, kD}, rng, DType::F64);
+  const Tensor v = randn({1, kH, L, kD}, rng, DType::F64);
+  AttentionMask mask;
+  mask.causal = true;
+  NoGradGuard no_grad;
+  const Tensor before = a->forward(q, k, v, mask);
+  auto bump = [&](int64_t position) {  // v at one position + 1, row 5 of the output
+    Tensor w = v.clone();
+    narrow(w, 2, position, 1).copy_from(add_scalar(narrow(v, 2, position, 1), 1.0));
+    return max_abs_diff(narrow(a->forward(q, k, w, mask), 2, 5, 1), narrow(before, 2, 5, 1));
+  };
+  CHECK(bump(6) == 0.0);  // a later token: the form is causal in the tokens
+  CHECK(bump(9) > 1e-3);  // a later position: the node of tokens 2..3
+  const Tensor x = randn({1, kH, 1, kD}, rng, DType::F64);
+  AttentionState state;
+  CHECK_THROWS_WITH(a->step(x, x, x, state, mask), doctest::Contains("reads the span nodes of the complete spans"));
 }
 
 TEST_CASE("sparse step: a state from another variant or a skipped length is refused") {

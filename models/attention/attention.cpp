@@ -57,7 +57,8 @@ Tensor Attention::forward(const Tensor& q, const Tensor& k, const Tensor& v, con
 
 Tensor Attention::step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
                        const AttentionMask& mask) {
-  ENG_CHECK(has_step(), "attention '", name(), "': no recurrent form (step) for this variant");
+  ENG_CHECK(has_step(), "attention '", name(), "': no recurrent form (step) for this variant",
+            accepts_.no_step.empty() ? "" : ": " + accepts_.no_step);
   ENG_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && q.size(2) == 1 && k.size(2) == 1 && v.size(2) == 1,
             "attention '", name(), "' step: q, k and v must be one position [B, H, 1, D], got q ", q.shape(), ", k ",
             k.shape(), ", v ", v.shape());

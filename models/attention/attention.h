@@ -84,6 +84,7 @@ struct AttentionAccepts {
                               // buckets chosen over the whole sequence), so a longer sequence's row t differs
   bool cuda = false;          // forward() runs on a CUDA tensor (docs/cuda.md)
   std::string why_not;        // the reason for the refusals, shown in the message
+  std::string no_step;        // when new_state() is null, why (if the variant says): shown when step is refused
 };
 
 class Attention : public Module {

@@ -87,6 +87,12 @@ class BinaryTree : public SparsePattern {
   BinaryPartition p_;
 };
 
+// Causal by the tree, not by position: row t of a token reads span nodes that sit after every token, so a step at
+// position t cannot have their keys, and a node's position (hence its input's positional encoding) depends on T.
+constexpr const char* kNoStep =
+    "token t reads the span nodes of the complete spans before it, which the sequence places after all T tokens "
+    "(positions T and up, depending on T), so row t reads positions a step at t has not seen";
+
 // The pattern's sequence is the tokens followed by their span nodes: about 2T positions for T tokens.
 class BPTransformerAttention : public SparseAttention {
  public:
@@ -98,7 +104,7 @@ std::unique_ptr<Attention> make_bp_transformer(const AttentionConfig& c) {
   const int64_t k = c.options.get_int("window", 4, IntRange::at_least(0));
   return std::make_unique<BPTransformerAttention>(
       "bp-transformer", c, [k](const PatternGeometry& g) { return std::make_unique<BinaryTree>(g, k); }, "",
-      SparseStep{"the span nodes follow all the tokens and summarise spans not yet generated"});
+      SparseStep{kNoStep});
 }
 
 }  // namespace

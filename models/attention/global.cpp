@@ -30,7 +30,11 @@ namespace {
 
 std::unique_ptr<Attention> make_global(const AttentionConfig& c) {
   const int64_t n = c.options.get_int("globals", 1, IntRange::at_least(1));
-  return std::make_unique<SparseAttention>("global", c, [n](const PatternGeometry& g) { return global_pattern(g, n); });
+  // Causal row t reads 0 .. t while t < globals, then only 0 .. globals-1: the recurrent form keeps the global
+  // prefix and a ring of the current position, globals + 1 slots whatever the length.
+  return std::make_unique<SparseAttention>(
+      "global", c, [n](const PatternGeometry& g) { return global_pattern(g, n); }, "",
+      SparseStep{"", 0, [n](int64_t j) { return j < n ? j : int64_t(-1); }});
 }
 
 }  // namespace

@@ -11,6 +11,13 @@
 namespace eng {
 namespace {
 
+// Causal row t reads the window back to t - window (t - window * dilation on dilated heads) and the global prefix:
+// the recurrent form keeps a ring of that reach plus the first `globals` positions, whatever the length.
+SparseStep longformer_step(int64_t window, int64_t globals, int64_t dilated_heads, int64_t dilation) {
+  const int64_t reach = dilated_heads > 0 ? window * dilation : window;
+  return SparseStep{"", reach, [globals](int64_t j) { return j < globals ? j : int64_t(-1); }};
+}
+
 std::unique_ptr<Attention> make_longformer(const AttentionConfig& c) {
   const int64_t w = c.options.get_int("window", 64, IntRange::at_least(0));
   const int64_t n = c.options.get_int("globals", 1, IntRange::at_least(0));
@@ -34,7 +41,7 @@ std::unique_ptr<Attention> make_longformer(const AttentionConfig& c) {
     }
     if (n > 0) parts.push_back(global_pattern(g, n));
     return union_of(g, std::move(parts));
-  });
+  }, "", longformer_step(w, n, dh, d));
 }
 
 }  // namespace

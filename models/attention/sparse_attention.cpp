@@ -30,6 +30,9 @@ SparseAttention::SparseAttention(std::string name, const AttentionConfig& config
   accepts_.grouped_step = true;
   accepts_.why_not = "the pattern is the mask";
   if (!no_causal_.empty()) accepts_.why_not += ", and it has no causal form: " + no_causal_;
+  accepts_.no_step = !no_causal_.empty() ? "it has no causal form (" + no_causal_ + ")"
+                     : !causal_          ? "built non-causal, and the recurrent form is the causal pattern's"
+                                         : step_.none;
   scale_ = config.options.get_double("scale", 0.0, RealRange::above(0));  // 0: 1/sqrt(D)
 }
 

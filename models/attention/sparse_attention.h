@@ -20,6 +20,7 @@
 // as generation passes it: row t must not depend on the total length, which each variant vouches for (SparseStep).
 // k and v may have G heads dividing q's H (grouped-query attention): the state keeps G heads.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -34,12 +35,17 @@ namespace eng {
 // What the recurrent form may assume of a variant's causal pattern.
 struct SparseStep {
   std::string none;    // non-empty: no recurrent form, and why (say, row t depends on the sequence length)
-  int64_t reach = -1;  // >= 0: no row t reads a key before t - reach, so the state is a ring of reach + 1 positions
+  int64_t reach = -1;  // >= 0: apart from the kept positions, no row t reads a key before t - reach, so the recent
+                       // positions live in a ring of reach + 1
+  // With a ring, the older positions later rows still read (global prefix, summary columns): kept(j) is j's index
+  // among them, ascending from 0, or -1 when no row beyond j + reach reads j. Null: none.
+  std::function<int64_t(int64_t)> kept = nullptr;
 };
 
 // The state of the recurrent form: keys [B, G, slots, D] and values [B, G, slots, Dv]. Position j lives in slot
 // j (a cache that doubles when full, like softmax's KVCacheState) or, for a pattern of bounded reach, in slot
-// j mod (reach + 1): a ring whose size is fixed whatever the length.
+// j mod ring while it is among the last `ring` positions and in slot ring + kept(j) for good when the variant keeps
+// it: a ring whose size is fixed whatever the length, then the kept positions (their part doubles when full).
 struct SparseKVState : AttentionState {
   Tensor k, v;
   int64_t ring = 0;    // 0: the growing cache; else the ring's slots

@@ -43,10 +43,14 @@ std::unique_ptr<Attention> make_sparse_fixed(const AttentionConfig& c) {
   const int64_t l = c.options.get_int("stride", sparse_block(c), IntRange::at_least(1));
   const int64_t s = c.options.get_int("summary", std::max<int64_t>(1, l / 8), IntRange{1, l});  // at most the stride
   const bool merged = read_merged(c, "sparse-fixed");
+  // Causal row t reads its own block (at most l - 1 back) and every summary cell before it: the recurrent form
+  // keeps a ring of l positions and the summary cells, s of every l positions (index b s + j mod l - (l - s) for
+  // cell j of block b).
+  const auto summary = [l, s](int64_t j) { return j % l >= l - s ? j / l * s + j % l - (l - s) : int64_t(-1); };
   return std::make_unique<SparseAttention>("sparse-fixed", c, [l, s, merged](const PatternGeometry& g) {
     return factorized(g, "sparse-fixed", std::make_unique<FixedLocal>(g, l), std::make_unique<Summary>(g, l, s),
                       merged);
-  });
+  }, "", SparseStep{"", l - 1, summary});
 }
 
 }  // namespace

@@ -12,9 +12,10 @@
 namespace eng {
 namespace {
 
-// A buffer of `slots` positions like `like` [B, G, 1, D], holding the first `kept` positions of `old` (if any).
+// A buffer of `slots` positions like `like` [B, G, 1, D], holding the first `kept` slots of `old` (if any); zeros
+// elsewhere, so that a regrown ring copies no unwritten memory.
 Tensor regrow(const Tensor& old, const Tensor& like, int64_t slots, int64_t kept) {
-  Tensor buf = empty({like.size(0), like.size(1), slots, like.size(3)}, like.dtype());
+  Tensor buf = zeros({like.size(0), like.size(1), slots, like.size(3)}, like.dtype());
   if (kept > 0) {
     const Shape shape{like.size(0), like.size(1), kept, like.size(3)};
     buf.as_strided(shape, buf.strides(), 0).copy_from(old.as_strided(shape, old.strides(), old.offset()));
@@ -41,10 +42,15 @@ std::vector<int64_t> row_keys(const SparsePattern& p, int64_t h, int64_t t) {
   return keys;
 }
 
-// out [B, H, 1, Dv] from q [B, H, 1, D] and the state's keys, all contiguous; keys[h] are head h's positions,
-// read from group h / (H / G) at slot j (mod ring).
+// The keys one head reads: their positions and the state's slots that hold them.
+struct RowKeys {
+  std::vector<int64_t> pos, slot;
+};
+
+// out [B, H, 1, Dv] from q [B, H, 1, D] and the state's keys, all contiguous; head h reads keys[h] from group
+// h / (H / G).
 template <class T>
-void attend_rows(const Tensor& q, const SparseKVState& s, const std::vector<std::vector<int64_t>>& keys,
+void attend_rows(const Tensor& q, const SparseKVState& s, const std::vector<RowKeys>& keys,
                  const std::vector<double>& slopes, double scale, int64_t t, const Tensor& out) {
   const int64_t B = q.size(0), H = q.size(1), D = q.size(3), G = s.k.size(1), S = s.slots(), Dv = s.v.size(3);
   const T* qp = q.data<T>();
@@ -54,14 +60,14 @@ void attend_rows(const Tensor& q, const SparseKVState& s, const std::vector<std:
   std::vector<double> w;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
-      const std::vector<int64_t>& js = keys[size_t(h)];
+      const std::vector<int64_t>& js = keys[size_t(h)].pos;
+      const std::vector<int64_t>& slots = keys[size_t(h)].slot;
       const int64_t g = h / (H / G);
       const T* qr = qp + (b * H + h) * D;
       w.assign(js.size(), 0.0);
       double top = -std::numeric_limits<double>::infinity();
       for (size_t n = 0; n < js.size(); ++n) {
-        const int64_t slot = s.ring > 0 ? js[n] % s.ring : js[n];
-        const T* kr = kp + ((b * G + g) * S + slot) * D;
+        const T* kr = kp + ((b * G + g) * S + slots[n]) * D;
         double dot = 0;
         for (int64_t d = 0; d < D; ++d) dot += double(qr[d]) * double(kr[d]);
         w[n] = dot * scale - (slopes.empty() ? 0.0 : slopes[size_t(h)] * double(t - js[n]));
@@ -72,10 +78,7 @@ void attend_rows(const Tensor& q, const SparseKVState& s, const std::vector<std:
       T* orow = op + (b * H + h) * Dv;
       for (int64_t d = 0; d < Dv; ++d) {
         double acc = 0;
-        for (size_t n = 0; n < js.size(); ++n) {
-          const int64_t slot = s.ring > 0 ? js[n] % s.ring : js[n];
-          acc += w[n] * double(vp[((b * G + g) * S + slot) * Dv + d]);
-        }
+        for (size_t n = 0; n < js.size(); ++n) acc += w[n] * double(vp[((b * G + g) * S + slots[n]) * Dv + d]);
         orow[d] = T(js.empty() ? 0.0 : acc / total);
       }
     }
@@ -104,9 +107,12 @@ Tensor SparseAttention::attend_step(const Tensor& q, const Tensor& k, const Tens
                   v.size(3) == s->v.size(3) && k.dtype() == s->k.dtype(),
               who, ": k ", k.shape(), " and v ", v.shape(), " do not match the state's keys ", s->k.shape(),
               " and values ", s->v.shape());
-  if (s->ring > 0 && !s->k.defined()) {
-    s->k = regrow(Tensor(), k, s->ring, 0);
-    s->v = regrow(Tensor(), v, s->ring, 0);
+  const int64_t kept = s->ring > 0 && step_.kept ? step_.kept(t) : -1;  // t's index among the kept positions
+  if (s->ring > 0 && (!s->k.defined() || s->ring + kept >= s->slots())) {
+    const int64_t had = s->slots(), part = s->k.defined() ? had - s->ring : 0;  // the kept part doubles
+    const int64_t slots = s->ring + (kept < 0 ? part : std::max(kept + 1, 2 * part));
+    s->k = regrow(s->k, k, slots, had);
+    s->v = regrow(s->v, v, slots, had);
   } else if (s->ring == 0 && t >= s->slots()) {
     const int64_t slots = std::max<int64_t>(16, 2 * t);
     s->k = regrow(s->k, k, slots, t);
@@ -115,16 +121,24 @@ Tensor SparseAttention::attend_step(const Tensor& q, const Tensor& k, const Tens
   const int64_t slot = s->ring > 0 ? t % s->ring : t;
   write_slot(s->k, k, slot);
   write_slot(s->v, v, slot);
+  if (kept >= 0) {
+    write_slot(s->k, k, s->ring + kept);
+    write_slot(s->v, v, s->ring + kept);
+  }
   s->stored = t + 1;
   if (!s->pattern || s->pattern->geometry().heads != H || t >= s->pattern->geometry().n)
     s->pattern = builder_(PatternGeometry{std::max<int64_t>(2 * (t + 1), block_), H, block_, true});
   const SparsePattern& p = *s->pattern;
-  std::vector<std::vector<int64_t>> keys(static_cast<size_t>(H));
+  std::vector<RowKeys> keys(static_cast<size_t>(H));
   for (int64_t h = 0; h < H; ++h) {
-    keys[size_t(h)] = row_keys(p, p.heads() == 1 ? 0 : h, t);
-    ENG_CHECK(s->ring == 0 || keys[size_t(h)].empty() || t - keys[size_t(h)].front() < s->ring, who,
-              ": the pattern reads position ", keys[size_t(h)].front(), " from position ", t,
-              ", beyond the ring of ", s->ring, " positions the variant declared");
+    RowKeys& r = keys[size_t(h)];
+    r.pos = row_keys(p, p.heads() == 1 ? 0 : h, t);
+    for (int64_t j : r.pos) {
+      const int64_t index = s->ring > 0 && t - j >= s->ring ? (step_.kept ? step_.kept(j) : -1) : 0;
+      ENG_CHECK(index >= 0, who, ": the pattern reads position ", j, " from position ", t, ", beyond the ring of ",
+                s->ring, " positions and not among the positions the variant declared it keeps");
+      r.slot.push_back(s->ring == 0 ? j : t - j < s->ring ? j % s->ring : s->ring + index);
+    }
   }
   std::vector<double> slopes;
   if (mask.alibi_slopes.defined()) slopes = mask.alibi_slopes.to_vector();

@@ -33,13 +33,17 @@ check "bench generate --batch 0" $?
 refused generate --modes '' -- "error: bench generate: --modes is empty"; check "bench generate --modes ''" $?
 refused generate --modes star -- "error: attention 'star': does not take a causal mask"
 check "bench generate --modes star (no causal form) refused by the variant" $?
-# band's state is a ring of window + 1 positions: the same bytes per layer at 16 and 64 tokens, softmax's cache grows.
+refused generate --modes bp-transformer -- "has no recurrent form for generation: token t reads the span nodes"
+check "bench generate --modes bp-transformer refused with the reason" $?
+# band's state is a ring of window + 1 positions, longformer's that plus the global prefix: the same bytes per layer
+# at 16 and 64 tokens, softmax's cache grows.
 out=$(bench generate --tokens 16,64 --layers 1 --d-model 16 --heads 2 --batch 1 --threads 1 \
-  --modes stateful,band:window=2:block=4 2>&1); rc=$?
+  --modes stateful,band:window=2:block=4,longformer:window=2:globals=2:block=4 2>&1); rc=$?
 band=$(awk '$1 == "band:window=2:block=4" { print $NF }' <<<"$out" | sort -u | wc -l)
+longformer=$(awk '$1 == "longformer:window=2:globals=2:block=4" { print $NF }' <<<"$out" | sort -u | wc -l)
 cache=$(awk '$1 == "stateful" { print $NF }' <<<"$out" | sort -u | wc -l)
-[ $rc -eq 0 ] && [ "$band" -eq 1 ] && [ "$cache" -eq 2 ] || echo "$out"
-check "bench generate VARIANT: band's state bytes flat in the length, softmax's grow" $?
+[ $rc -eq 0 ] && [ "$band" -eq 1 ] && [ "$longformer" -eq 1 ] && [ "$cache" -eq 2 ] || echo "$out"
+check "bench generate VARIANT: band's and longformer's state bytes flat in the length, softmax's grow" $?
 
 small_train=(train --layers 1 --d-model 8 --heads 2 --d-ff 8 --vocab 8 --batch 1 --seq-len 4 --threads 1)
 refused train --steps 0 -- "error: bench train: --steps expects an integer in 1..1000000, got '0'"

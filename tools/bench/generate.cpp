@@ -209,11 +209,11 @@ int bench_generate(int argc, char** argv) {
   int label_width = 10;
   for (const auto& vm : variant_models) label_width = std::max(label_width, int(vm.first.size()));
   for (int64_t tokens : sizes) {
-    for (int64_t b : {int64_t(1), int64_t(batch)}) {
+    for (int64_t b : batch == 1 ? std::vector<int64_t>{1} : std::vector<int64_t>{1, batch}) {  // batch 1 once
       std::printf("\n%lld pixels, batch %lld (%s)\n", (long long)tokens, (long long)b,
                   b == 1 ? "latency" : "throughput");
-      std::printf("  %-*s %12s %12s %14s %21s %16s\n", label_width, "generator", "s/batch", "images/s", "vs naive",
-                  "ms/token first/last", "state KiB/layer");
+      std::printf("  %-*s %12s %12s %12s %14s %21s %16s\n", label_width, "generator", "s/batch", "images/s",
+                  "tokens/s", "vs naive", "ms/token first/last", "state KiB/layer");
       double naive_s = 0;
       std::vector<std::pair<std::string, Timing>> rows;
       if (has("naive")) rows.push_back({"naive", generate_naive(softmax_model, b, tokens, naive_full, naive_samples)});
@@ -225,8 +225,8 @@ int bench_generate(int argc, char** argv) {
       for (const auto& [name, t] : rows)
         if (name == "naive") naive_s = t.seconds;
       for (const auto& [name, t] : rows) {
-        std::printf("  %-*s %11.3f%s %12.2f", label_width, name.c_str(), t.seconds, t.estimated ? "*" : " ",
-                    double(b) / t.seconds);
+        std::printf("  %-*s %11.3f%s %12.2f %12.0f", label_width, name.c_str(), t.seconds, t.estimated ? "*" : " ",
+                    double(b) / t.seconds, double(b * tokens) / t.seconds);
         if (naive_s > 0) std::printf(" %13.1fx", naive_s / t.seconds); else std::printf(" %14s", "-");
         if (t.first_ms > 0) std::printf("   %7.3f / %7.3f", t.first_ms, t.last_ms); else std::printf(" %21s", "");
         if (t.state_bytes >= 0) std::printf(" %16.1f", t.state_bytes / 1024.0);

@@ -19,6 +19,7 @@
 #include "ops/reduce.h"
 #include "ops/softmax.h"
 #include "ops/unary.h"
+#include "ops/view.h"
 #include "tools/train/job.h"
 #include "tools/train/task.h"
 #include "tools/train/task_flags.h"
@@ -210,15 +211,22 @@ class TextJob : public Job {
 // samples and of test images whose lower half the model completed (the paper's Figure 3), both generated with the
 // recurrent form.
 // With --mixtures K the model's head gives the 3K parameters of a discretised mixture of logistics per pixel
-// (ops/dmol.h, the paper's option) instead of 256 logits.
+// (ops/dmol.h, the paper's option) instead of 256 logits. With --compare-naive N the samples are followed by N more
+// images generated twice with the same draws, with step() and by recomputing the prefix per pixel: the time per
+// image of both, and the pixels where they differ (none unless a draw falls on a rounding difference).
 class PixelJob : public Job {
  public:
-  PixelJob(const TransformerConfig& c, ImageSplits splits, int64_t test_images, std::string samples, int64_t mixtures)
+  PixelJob(const TransformerConfig& c, ImageSplits splits, int64_t test_images, std::string samples, int64_t mixtures,
+           int64_t compare_naive)
       : splits_(std::move(splits)), train_(splits_.train), valid_(splits_.valid), test_(splits_.test),
-        test_images_(test_images), samples_(std::move(samples)), mixtures_(mixtures), model_(c, true) {
+        test_images_(test_images), samples_(std::move(samples)), mixtures_(mixtures), compare_naive_(compare_naive),
+        model_(c, true) {
+    ENG_CHECK(compare_naive_ == 0 || !samples_.empty(), "train pixels: --compare-naive needs --samples");
     // checked before training, not after it: the samples are generated with the recurrent form
-    ENG_CHECK(samples_.empty() || model_.layers.front()->self_attn.mechanism().new_state(), "train pixels: --samples "
-              "needs an attention variant with a recurrent form (", c.attention, " has none)");
+    const Attention& attention = model_.layers.front()->self_attn.mechanism();
+    ENG_CHECK(samples_.empty() || attention.new_state(), "train pixels: --samples needs an attention variant with a "
+              "recurrent form (", c.attention, " has none", attention.accepts().no_step.empty() ? "" : ": ",
+              attention.accepts().no_step, ")");
   }
   Module& model() override { return model_; }
   Rng& model_rng() override { return model_.rng(); }
@@ -244,6 +252,7 @@ class PixelJob : public Job {
                   (long long)n);
     std::string report = buf;
     if (!samples_.empty()) report += "\n" + write_samples();
+    if (compare_naive_ > 0) report += "\n" + compare_naive();
     model_.train();
     return report;
   }
@@ -308,12 +317,44 @@ class PixelJob : public Job {
     return "wrote " + samples_ + ": 16 samples, 8 test images completed from their upper half, the 8 originals";
   }
 
+  // compare_naive_ unconditional images at that batch, drawn from Rng(2021): with step(), or by a forward over
+  // the whole prefix per pixel (the generation of a variant without a recurrent form).
+  Tensor sample_images(bool naive) {
+    const int64_t L = train_.length(), n = compare_naive_;
+    Tensor inputs = full({n, L + 1}, double(PixelTask::kStart), DType::I64);  // the start token, then the pixels
+    auto state = model_.new_state();
+    Rng rng(2021);
+    for (int64_t t = 0; t < L; ++t) {
+      const Tensor out = naive ? reshape(narrow(model_.forward(narrow(inputs, 1, 0, t + 1)), 1, t, 1), {n, -1})
+                               : model_.step(reshape(narrow(inputs, 1, t, 1), {n}), state);
+      narrow(inputs, 1, t + 1, 1).copy_from(reshape(draw(out, rng), {n, 1}));
+    }
+    return narrow(inputs, 1, 1, L).contiguous();
+  }
+  std::string compare_naive() {
+    using Clock = std::chrono::steady_clock;
+    const auto t0 = Clock::now();
+    const Tensor stepped = sample_images(false);
+    const auto t1 = Clock::now();
+    const Tensor naive = sample_images(true);
+    const double step_s = std::chrono::duration<double>(t1 - t0).count();
+    const double naive_s = std::chrono::duration<double>(Clock::now() - t1).count();
+    int64_t differ = 0;
+    for (int64_t i = 0; i < stepped.numel(); ++i) differ += stepped.data<int64_t>()[i] != naive.data<int64_t>()[i];
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "generation, %lld images at batch %lld: step() %.3f s per image, naive "
+                  "recomputation %.3f s per image (%.1fx); %lld of %lld pixels differ",
+                  (long long)compare_naive_, (long long)compare_naive_, step_s / double(compare_naive_),
+                  naive_s / double(compare_naive_), naive_s / step_s, (long long)differ, (long long)stepped.numel());
+    return buf;
+  }
+
   ImageSplits splits_;
   PixelTask train_, valid_, test_;
   static constexpr int64_t kLevels = 256;
   int64_t test_images_;
   std::string samples_;
-  int64_t mixtures_;
+  int64_t mixtures_, compare_naive_;
   LanguageModel model_;
 };
 
@@ -383,7 +424,9 @@ class PixelFlags : public TaskFlags {
       : images_(cli, "test images scored at the end (bits/dim)"),
         samples_(cli.add_string("samples", "", "PNG grid of samples and completions written at the end")),
         mixtures_(cli.add_int("mixtures", 0, {0, 1 << 20}, "0 = a 256-way softmax per pixel; K = a discretised "
-                              "mixture of K logistics (PixelCNN++, ops/dmol.h)")) {}
+                              "mixture of K logistics (PixelCNN++, ops/dmol.h)")),
+        compare_naive_(cli.add_int("compare-naive", 0, {0, 1024}, "with --samples: N more images generated twice, "
+                                   "with step() and by recomputing the prefix per pixel, both timed")) {}
   std::vector<FlagPath> inputs() const override { return {{"data", images_.data}}; }
   std::vector<FlagPath> outputs() const override { return {{"samples", samples_}}; }
   TaskPlan plan(const TaskInput& in) const override {
@@ -395,8 +438,9 @@ class PixelFlags : public TaskFlags {
     p.model.max_len = splits->train.image_bytes();
     p.model.outputs = 3 * mixtures_;
     p.positions = p.model.max_len;
-    p.make_job = [c = p.model, splits, test = images_.test_images, samples = samples_, mixtures = mixtures_] {
-      return std::make_unique<PixelJob>(c, std::move(*splits), test, samples, mixtures);
+    p.make_job = [c = p.model, splits, test = images_.test_images, samples = samples_, mixtures = mixtures_,
+                  naive = compare_naive_] {
+      return std::make_unique<PixelJob>(c, std::move(*splits), test, samples, mixtures, naive);
     };
     return p;
   }
@@ -405,6 +449,7 @@ class PixelFlags : public TaskFlags {
   ImageFlags images_;
   std::string& samples_;
   int64_t& mixtures_;
+  int64_t& compare_naive_;
 };
 
 }  // namespace
