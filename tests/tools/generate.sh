@@ -81,3 +81,17 @@ refused_by_convert hf "$hf" "$dir/x.st" -- "error: convert: $hf/config.json: no 
 check "convert hf names the missing config.json" $?
 refused_by_convert llama2c "$hf/gpt2-f32/config.json" "$dir/x.st" -- "error: convert: $hf/gpt2-f32/config.json:"
 check "convert llama2c refuses a file that is not one" $?
+
+# Text in and out: a byte-level model (--prompt as bytes) and a BPE one (--tokenizer), each trained here.
+train text --data README.md --layers 1 --d-model 16 --heads 2 --seq-len 32 --batch 4 --steps 2 --eval-every 0 \
+  --threads 2 --checkpoint "$dir/bytes.st" >/dev/null 2>&1; check "train: a byte-level text model" $?
+out=$(generate "$dir/bytes.st" --prompt "The " --max-tokens 12 --seed 3 2>/dev/null); rc=$?
+[ $rc -eq 0 ] && [ "$(printf '%s' "$out" | wc -c)" -ge 1 ]; check "generate: bytes from a --prompt of bytes" $?
+tok=tests/data/tokenizer/trained_gpt2.json
+train text --data README.md --tokenizer "$tok" --layers 1 --d-model 16 --heads 2 --seq-len 32 --batch 4 --steps 2 \
+  --eval-every 0 --threads 2 --checkpoint "$dir/bpe.st" >/dev/null 2>&1; check "train: a BPE text model" $?
+a=$(generate "$dir/bpe.st" --tokenizer "$tok" --prompt "The model" --max-tokens 8 --seed 4 2>/dev/null); rc=$?
+b=$(generate "$dir/bpe.st" --tokenizer "$tok" --prompt "The model" --max-tokens 8 --seed 4 2>/dev/null)
+[ $rc -eq 0 ] && [ -n "$a" ] && [ "$a" = "$b" ]; check "generate --tokenizer: text, the same for the same seed" $?
+refused_by_generate "$dir/bpe.st" --tokenizer tests/data/tokenizer/missing.json --prompt x -- "missing.json"
+check "generate names a missing tokenizer" $?
