@@ -36,7 +36,15 @@ template <class... Parts>
 // A name as it appears in messages: quoted, with control characters escaped.
 std::string quote(const std::string& s) { return Json(s).dump(); }
 
-bool parse_dtype(const std::string& s, DType& out) {
+// F16 and BF16 tensors (as Hugging Face checkpoints hold them) are read, widened exactly to F32; never written.
+enum class Half { None, F16, BF16 };
+
+bool parse_dtype(const std::string& s, DType& out, Half& half) {
+  half = s == "F16" ? Half::F16 : s == "BF16" ? Half::BF16 : Half::None;
+  if (half != Half::None) {
+    out = DType::F32;
+    return true;
+  }
   for (DType t : {DType::F32, DType::F64, DType::I64})
     if (s == safetensors_dtype_name(t)) {
       out = t;
@@ -45,11 +53,37 @@ bool parse_dtype(const std::string& s, DType& out) {
   return false;
 }
 
+// IEEE binary16 -> binary32, exact: normals and subnormals rebias, infinities and NaNs keep their class.
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = uint32_t(h >> 15) << 31, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0x1f) bits = sign | 0x7f800000u | (mant << 13);
+  else if (exp != 0) bits = sign | ((exp + 112) << 23) | (mant << 13);
+  else if (mant == 0) bits = sign;
+  else {  // subnormal: mant · 2^-24, normalised
+    int e = -1;
+    uint32_t m = mant;
+    while (!(m & 0x400)) m <<= 1, ++e;
+    bits = sign | (uint32_t(112 - e) << 23) | ((m & 0x3ff) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+float bf16_to_f32(uint16_t h) {
+  const uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 // ---- reading ----
 
 struct Entry {
   std::string name;
-  DType dtype = DType::F32;
+  DType dtype = DType::F32;  // in memory; F32 for an F16 or BF16 file tensor
+  Half half = Half::None;
   Shape shape;
   int64_t begin = 0, end = 0;
 };
@@ -91,8 +125,8 @@ class HeaderReader {
     Entry e;
     e.name = name;
     if (!dtype->is_string()) error(t, "\"dtype\" is ", json_type_name(dtype->type()), ", not a string");
-    if (!parse_dtype(dtype->as_string(), e.dtype))
-      error(t, "unsupported dtype ", quote(dtype->as_string()), " (supported: F32, F64, I64)");
+    if (!parse_dtype(dtype->as_string(), e.dtype, e.half))
+      error(t, "unsupported dtype ", quote(dtype->as_string()), " (supported: F32, F64, I64, F16, BF16)");
 
     if (!shape->is_array()) error(t, "\"shape\" is ", json_type_name(shape->type()), ", not an array");
     for (const Json& d : shape->as_array()) {
@@ -102,7 +136,7 @@ class HeaderReader {
     }
     // Every product of dimensions must fit, not only the total (a 0 would hide an overflow that
     // row-major strides still compute), and so must the byte count.
-    const int64_t elem = int64_t(dtype_size(e.dtype));
+    const int64_t elem = e.half != Half::None ? 2 : int64_t(dtype_size(e.dtype));
     int64_t product = elem;
     for (int64_t d : e.shape) {
       if (d == 0) continue;
@@ -121,7 +155,7 @@ class HeaderReader {
       error(t, "data_offsets ", offsets->dump(), " reach past the end of the ", data_size_, "-byte data section");
     if (e.end - e.begin != nbytes)
       error(t, "data_offsets ", offsets->dump(), " hold ", e.end - e.begin, " bytes, but ",
-            safetensors_dtype_name(e.dtype), " shape ", shape->dump(), " needs ", nbytes);
+            dtype->as_string(), " shape ", shape->dump(), " needs ", nbytes);
     return e;
   }
 
@@ -244,8 +278,15 @@ SafetensorsFile load_safetensors(const std::string& path) {
 
   for (const Entry& e : entries) {
     Tensor t = empty(e.shape, e.dtype);
-    if (e.end > e.begin)
-      in.read_at(data_start + e.begin, t.raw_data(), size_t(e.end - e.begin), "the data of tensor " + quote(e.name));
+    const std::string what = "the data of tensor " + quote(e.name);
+    if (e.half != Half::None) {
+      std::vector<uint16_t> bits(size_t(t.numel()));
+      if (e.end > e.begin) in.read_at(data_start + e.begin, bits.data(), size_t(e.end - e.begin), what);
+      float* p = t.data<float>();
+      for (size_t i = 0; i < bits.size(); ++i) p[i] = e.half == Half::F16 ? f16_to_f32(bits[i]) : bf16_to_f32(bits[i]);
+    } else if (e.end > e.begin) {
+      in.read_at(data_start + e.begin, t.raw_data(), size_t(e.end - e.begin), what);
+    }
     out.tensors.emplace_back(e.name, t);
   }
   return out;

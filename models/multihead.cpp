@@ -37,10 +37,10 @@ int64_t kv_width(const MultiHeadConfig& c) {
 }  // namespace
 
 MultiHeadAttention::MultiHeadAttention(const MultiHeadConfig& cfg, Rng& rng)
-    : q_proj(cfg.d_model, cfg.d_model, rng),
-      k_proj(cfg.d_model, kv_width(cfg), rng),
-      v_proj(cfg.d_model, kv_width(cfg), rng),
-      out_proj(cfg.d_model, cfg.d_model, rng),
+    : q_proj(cfg.d_model, cfg.d_model, rng, cfg.bias),
+      k_proj(cfg.d_model, kv_width(cfg), rng, cfg.bias),
+      v_proj(cfg.d_model, kv_width(cfg), rng, cfg.bias),
+      out_proj(cfg.d_model, cfg.d_model, rng, cfg.bias),
       cfg_(cfg),
       head_dim_(cfg.d_model / std::max<int64_t>(cfg.heads, 1)),
       kv_heads_(cfg.kv_heads == 0 ? cfg.heads : cfg.kv_heads),
@@ -91,8 +91,8 @@ Tensor MultiHeadAttention::forward(const Tensor& x_q, const Tensor& x_kv, Attent
   Tensor k = split_heads(k_proj.forward(x_kv), kv_heads_);
   Tensor v = split_heads(v_proj.forward(x_kv), kv_heads_);
   if (cfg_.positional == PositionalKind::Rotary) {  // on the G groups, before expanding: the same per head
-    q = rope(q, mask.query_offset);
-    k = rope(k, 0);
+    q = rope(q, mask.query_offset, cfg_.rope_theta, cfg_.rope_pairing);
+    k = rope(k, 0, cfg_.rope_theta, cfg_.rope_pairing);
   }
   if (alibi_.defined()) mask.alibi_slopes = alibi_.dtype() == q.dtype() ? alibi_ : alibi_.to(q.dtype());
   if (relative_) q = add_relative_position(q, k.size(2), mask);
@@ -114,8 +114,8 @@ Tensor MultiHeadAttention::step(const Tensor& x_t, AttentionState& state) const 
   Tensor k = split_heads(k_proj.forward(x_t), kv_heads_);
   Tensor v = split_heads(v_proj.forward(x_t), kv_heads_);
   if (cfg_.positional == PositionalKind::Rotary) {
-    q = rope(q, state.length);
-    k = rope(k, state.length);
+    q = rope(q, state.length, cfg_.rope_theta, cfg_.rope_pairing);
+    k = rope(k, state.length, cfg_.rope_theta, cfg_.rope_pairing);
   }
   AttentionMask mask;
   mask.causal = true;

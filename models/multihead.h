@@ -20,6 +20,7 @@
 #include "models/linear.h"
 #include "models/positional.h"
 #include "models/relative_position.h"
+#include "ops/rope.h"
 
 namespace eng {
 
@@ -33,6 +34,9 @@ struct MultiHeadConfig {
   bool causal = false;
   double dropout = 0.0;
   PositionalKind positional = PositionalKind::None;  // only rotary, alibi and relative act here
+  double rope_theta = 10000;  // rotary's base and pairing (ops/rope.h)
+  RopePairing rope_pairing = RopePairing::RotateHalf;
+  bool bias = true;  // biases of the four projections
   uint64_t seed = 0;
 };
 

@@ -9,6 +9,7 @@
 #include "models/reversible.h"
 #include "ops/binary.h"
 #include "ops/index.h"
+#include "ops/matmul.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
 
@@ -36,6 +37,14 @@ void TransformerConfig::validate() const {
             "decoder-only and encoder-only models, not encoder-decoder (encoder_layers ", encoder_layers,
             ", decoder_layers ", decoder_layers, ")");
   ENG_CHECK(mem_len >= 0, "config: mem_len must be >= 0, got ", mem_len);
+  ENG_CHECK(embed_scale >= 0 && std::isfinite(embed_scale), "config: embed_scale must be >= 0 (0 = sqrt(d_model)), "
+            "got ", embed_scale);
+  ENG_CHECK(rope_theta > 0 && std::isfinite(rope_theta), "config: rope_theta must be positive, got ", rope_theta);
+  ENG_CHECK(norm_eps >= 0 && norm_eps < 1, "config: norm_eps must be in [0, 1) (0 = the norm's default), got ",
+            norm_eps);
+  ENG_CHECK(!tie_embeddings || (outputs == 0 && (encoder_layers == 0 || decoder_layers == 0)), "config: "
+            "tie_embeddings needs a decoder-only or encoder-only model whose head outputs the vocabulary (outputs ",
+            outputs, ", encoder_layers ", encoder_layers, ", decoder_layers ", decoder_layers, ")");
   ENG_CHECK(mem_len == 0 || (encoder_layers == 0 && !reversible && !positional_is_absolute(positional)),
             "config: mem_len ", mem_len, " (Transformer-XL memory) needs a decoder-only model (encoder_layers ",
             encoder_layers, "), no reversible layers and positions not added to the embeddings (positional ",
@@ -63,8 +72,16 @@ AttentionOptions split_options(const std::string& s) {
   return o;
 }
 
-const char* activation_name(Activation a) {
-  return a == Activation::Relu ? "relu" : a == Activation::Gelu ? "gelu" : "gelu-tanh";
+std::string real_text(double v) {
+  std::ostringstream s;
+  s.precision(17);
+  s << v;
+  return s.str();
+}
+
+bool to_bool(const std::string& key, const std::string& v) {
+  ENG_CHECK(v == "true" || v == "false", "config: ", key, " must be true or false, got '", v, "'");
+  return v == "true";
 }
 
 int64_t to_int(const std::string& key, const std::string& v) { return parse_int(v, IntRange{}, "config: " + key); }
@@ -73,9 +90,6 @@ double to_double(const std::string& key, const std::string& v) { return parse_re
 }  // namespace
 
 std::map<std::string, std::string> TransformerConfig::to_map() const {
-  std::ostringstream dp;
-  dp.precision(17);
-  dp << dropout;
   std::map<std::string, std::string> m{{"vocab", std::to_string(vocab)},
                                        {"d_model", std::to_string(d_model)},
                                        {"heads", std::to_string(heads)},
@@ -83,7 +97,7 @@ std::map<std::string, std::string> TransformerConfig::to_map() const {
                                        {"encoder_layers", std::to_string(encoder_layers)},
                                        {"decoder_layers", std::to_string(decoder_layers)},
                                        {"max_len", std::to_string(max_len)},
-                                       {"dropout", dp.str()},
+                                       {"dropout", real_text(dropout)},
                                        {"attention", attention},
                                        {"attention_options", join_options(attention_options)},
                                        {"cross_attention", cross_attention},
@@ -99,13 +113,21 @@ std::map<std::string, std::string> TransformerConfig::to_map() const {
   if (reversible) m["reversible"] = "true";
   if (mem_len != 0) m["mem_len"] = std::to_string(mem_len);
   if (outputs != 0) m["outputs"] = std::to_string(outputs);
+  // The architecture options of issue 23 (GPT-2, LLaMA), also written only when they differ from the model that
+  // every earlier checkpoint holds.
+  if (!bias) m["bias"] = "false";
+  if (tie_embeddings) m["tie_embeddings"] = "true";
+  if (embed_scale != 0) m["embed_scale"] = real_text(embed_scale);
+  if (rope_theta != 10000) m["rope_theta"] = real_text(rope_theta);
+  if (rope_pairing != RopePairing::RotateHalf) m["rope_pairing"] = rope_pairing_name(rope_pairing);
+  if (norm_eps != 0) m["norm_eps"] = real_text(norm_eps);
   return m;
 }
 
 TransformerConfig TransformerConfig::from_map(const std::map<std::string, std::string>& m) {
   // The keys to_map always writes, since the first checkpoint: a default in place of one would build another
   // model, which may even load the same weights (positional, norm). kv_heads, reversible, mem_len and outputs
-  // are written only when set, so their absence is their default.
+  // and the architecture options (bias ... norm_eps) are written only when set, so their absence is their default.
   for (const char* key : {"vocab", "d_model", "heads", "d_ff", "encoder_layers", "decoder_layers", "max_len",
                           "dropout", "attention", "attention_options", "cross_attention", "norm", "norm_type",
                           "positional", "activation", "seed"})
@@ -135,10 +157,13 @@ TransformerConfig TransformerConfig::from_map(const std::map<std::string, std::s
     } else if (k == "positional") c.positional = parse_positional(v);
     else if (k == "activation") c.activation = parse_activation(v);
     else if (k == "seed") c.seed = uint64_t(to_int(k, v));
-    else if (k == "reversible") {
-      ENG_CHECK(v == "true" || v == "false", "config: reversible must be true or false, got '", v, "'");
-      c.reversible = v == "true";
-    }
+    else if (k == "reversible") c.reversible = to_bool(k, v);
+    else if (k == "bias") c.bias = to_bool(k, v);
+    else if (k == "tie_embeddings") c.tie_embeddings = to_bool(k, v);
+    else if (k == "embed_scale") c.embed_scale = to_double(k, v);
+    else if (k == "rope_theta") c.rope_theta = to_double(k, v);
+    else if (k == "rope_pairing") c.rope_pairing = parse_rope_pairing(v);
+    else if (k == "norm_eps") c.norm_eps = to_double(k, v);
     else fail("config: unknown key '", k, "'");
   }
   c.validate();
@@ -147,12 +172,12 @@ TransformerConfig TransformerConfig::from_map(const std::map<std::string, std::s
 
 // ---- layers ----------------------------------------------------------------------------------
 
-Norm::Norm(int64_t dim, bool rms) {
+Norm::Norm(int64_t dim, bool rms, double eps) {
   if (rms) {
-    rms_ = std::make_unique<RMSNorm>(dim);
+    rms_ = eps > 0 ? std::make_unique<RMSNorm>(dim, eps) : std::make_unique<RMSNorm>(dim);
     register_module("rms", *rms_);
   } else {
-    ln_ = std::make_unique<LayerNorm>(dim);
+    ln_ = eps > 0 ? std::make_unique<LayerNorm>(dim, eps) : std::make_unique<LayerNorm>(dim);
     register_module("ln", *ln_);
   }
 }
@@ -177,6 +202,9 @@ MultiHeadConfig attention_config(const TransformerConfig& c, const std::string& 
   m.causal = causal;
   m.dropout = c.dropout;
   m.positional = positional ? c.positional : PositionalKind::None;
+  m.rope_theta = c.rope_theta;
+  m.rope_pairing = c.rope_pairing;
+  m.bias = c.bias;
   m.seed = c.seed;
   return m;
 }
@@ -192,9 +220,9 @@ Tensor residual(const Tensor& x, const Norm& norm, bool pre_norm, const Dropout&
 
 EncoderLayer::EncoderLayer(const TransformerConfig& c, bool causal, const std::string& attention, Rng& rng)
     : self_attn(attention_config(c, attention, causal, true), rng),
-      ffn(c.d_model, c.d_ff, c.activation, c.dropout, rng),
-      norm1(c.d_model, c.rms_norm),
-      norm2(c.d_model, c.rms_norm),
+      ffn(c.d_model, c.d_ff, c.activation, c.dropout, rng, c.bias),
+      norm1(c.d_model, c.rms_norm, c.norm_eps),
+      norm2(c.d_model, c.rms_norm, c.norm_eps),
       pre_norm_(c.pre_norm),
       drop_(c.dropout, rng) {
   register_module("self_attn", self_attn);
@@ -238,10 +266,10 @@ Tensor EncoderLayer::ffn_branch(const Tensor& x) const { return drop_.forward(ff
 DecoderLayer::DecoderLayer(const TransformerConfig& c, Rng& rng)
     : self_attn(attention_config(c, c.attention, true, true), rng),
       cross_attn(attention_config(c, c.cross_attention, false, false), rng),
-      ffn(c.d_model, c.d_ff, c.activation, c.dropout, rng),
-      norm1(c.d_model, c.rms_norm),
-      norm2(c.d_model, c.rms_norm),
-      norm3(c.d_model, c.rms_norm),
+      ffn(c.d_model, c.d_ff, c.activation, c.dropout, rng, c.bias),
+      norm1(c.d_model, c.rms_norm, c.norm_eps),
+      norm2(c.d_model, c.rms_norm, c.norm_eps),
+      norm3(c.d_model, c.rms_norm, c.norm_eps),
       pre_norm_(c.pre_norm),
       drop_(c.dropout, rng) {
   register_module("self_attn", self_attn);
@@ -283,7 +311,9 @@ Tensor TokenEmbedding::forward(const Tensor& ids, int64_t offset) const {
             dtype_name(ids.dtype()), " ", ids.shape());
   const int64_t L = ids.size(1);
   ENG_CHECK(offset + L <= cfg_.max_len, "embedding: positions up to ", offset + L, " exceed max_len ", cfg_.max_len);
-  Tensor x = mul_scalar(tokens.forward(ids), std::sqrt(double(cfg_.d_model)));
+  const double scale = cfg_.embed_scale > 0 ? cfg_.embed_scale : std::sqrt(double(cfg_.d_model));
+  Tensor x = tokens.forward(ids);
+  if (scale != 1) x = mul_scalar(x, scale);
   if (cfg_.positional == PositionalKind::Sinusoidal)
     x = add(x, to_device(sinusoidal_table(L, cfg_.d_model, offset, x.dtype()), x.device()));
   else if (learned_)
@@ -296,7 +326,7 @@ Tensor TokenEmbedding::forward(const Tensor& ids, int64_t offset) const {
 namespace {
 
 std::unique_ptr<Norm> final_norm_for(const TransformerConfig& c) {
-  return c.pre_norm ? std::make_unique<Norm>(c.d_model, c.rms_norm) : nullptr;
+  return c.pre_norm ? std::make_unique<Norm>(c.d_model, c.rms_norm, c.norm_eps) : nullptr;
 }
 
 const TransformerConfig& validated(const TransformerConfig& c) {
@@ -304,11 +334,16 @@ const TransformerConfig& validated(const TransformerConfig& c) {
   return c;
 }
 
+std::unique_ptr<Linear> head_for(const TransformerConfig& c, Rng& rng) {
+  if (c.tie_embeddings) return nullptr;
+  return std::make_unique<Linear>(c.d_model, c.outputs > 0 ? c.outputs : c.vocab, rng, c.bias);
+}
+
 }  // namespace
 
 LanguageModel::LanguageModel(const TransformerConfig& c, bool causal)
     : cfg_(validated(c)), rng_(c.seed), causal_(causal), embed(c, rng_), final_norm(final_norm_for(c)),
-      head(c.d_model, c.outputs > 0 ? c.outputs : c.vocab, rng_) {
+      head(head_for(c, rng_)) {
   register_module("embed", embed);
   const int64_t n = std::max(c.decoder_layers, c.encoder_layers);
   for (int64_t i = 0; i < n; ++i) {
@@ -316,7 +351,11 @@ LanguageModel::LanguageModel(const TransformerConfig& c, bool causal)
     register_module("layers" + std::to_string(i), *layers.back());
   }
   if (final_norm) register_module("final_norm", *final_norm);
-  register_module("head", head);
+  if (head) register_module("head", *head);
+}
+
+Tensor LanguageModel::logits(const Tensor& x) const {
+  return head ? head->forward(x) : matmul(x, transpose(embed.tokens.weight, 0, 1));
 }
 
 Tensor LanguageModel::forward(const Tensor& ids, const std::vector<int64_t>& lengths) const {
@@ -330,7 +369,7 @@ Tensor LanguageModel::forward(const Tensor& ids, const std::vector<int64_t>& len
     for (const auto& layer : layers) x = layer->forward(x, mask);
   }
   if (final_norm) x = final_norm->forward(x);
-  return head.forward(x);
+  return logits(x);
 }
 
 Tensor attention_penalty(const std::vector<std::unique_ptr<EncoderLayer>>& layers) {
@@ -359,11 +398,11 @@ Tensor LanguageModel::step(const Tensor& ids_t, State& state) const {
   }
   state.length++;
   if (final_norm) x = final_norm->forward(x);
-  return reshape(head.forward(x), {ids_t.size(0), cfg_.outputs > 0 ? cfg_.outputs : cfg_.vocab});
+  return reshape(logits(x), {ids_t.size(0), cfg_.outputs > 0 ? cfg_.outputs : cfg_.vocab});
 }
 
 EncoderDecoder::EncoderDecoder(const TransformerConfig& c)
-    : cfg_(validated(c)), rng_(c.seed), src_embed(c, rng_), tgt_embed(c, rng_), head(c.d_model, c.vocab, rng_) {
+    : cfg_(validated(c)), rng_(c.seed), src_embed(c, rng_), tgt_embed(c, rng_), head(c.d_model, c.vocab, rng_, c.bias) {
   ENG_CHECK(c.encoder_layers >= 1 && c.decoder_layers >= 1, "EncoderDecoder: needs encoder_layers >= 1 and "
             "decoder_layers >= 1, got ", c.encoder_layers, " and ", c.decoder_layers);
   register_module("src_embed", src_embed);

@@ -4,8 +4,9 @@
 //   pre-norm  (Xiong et al. 2020):    x = x + sublayer(norm(x)),  and a final norm after the stack
 //
 // Initialisation: Linear layers as PyTorch's nn.Linear (U(±1/sqrt(fan_in))), norms weight 1 / bias 0,
-// token embeddings N(0, 1/d_model) multiplied by sqrt(d_model) in the forward (Vaswani §3.4, so the
-// input has unit scale like the sinusoidal table), learned positions N(0, 0.02). One generator per
+// token embeddings N(0, 1/d_model) multiplied by embed_scale in the forward (by default sqrt(d_model), Vaswani
+// §3.4, so the input has unit scale like the sinusoidal table), learned positions N(0, 0.02).
+// docs/model.md writes out every formula the models compute. One generator per
 // model draws the initial weights and then the dropout masks; checkpoints save its position.
 #pragma once
 #include <map>
@@ -48,6 +49,15 @@ struct TransformerConfig {
   int64_t mem_len = 0;
   PositionalKind positional = PositionalKind::Sinusoidal;
   Activation activation = Activation::Gelu;
+  // Biases of every Linear layer (attention projections, feed-forward, output head); norms keep theirs.
+  bool bias = true;
+  // Decoder-only / encoder-only models: the output head is the token embedding matrix (logits = x Eᵀ, no bias)
+  // instead of a Linear layer of its own (Press & Wolf 2017; GPT-2).
+  bool tie_embeddings = false;
+  double embed_scale = 0;  // token embeddings are multiplied by it; 0 = sqrt(d_model)
+  double rope_theta = 10000;  // rotary: the base of the angles (ops/rope.h)
+  RopePairing rope_pairing = RopePairing::RotateHalf;
+  double norm_eps = 0;  // the norms' epsilon; 0 = the norm's own default (LayerNorm 1e-5, RMSNorm 1e-6)
   uint64_t seed = 1;
 
   // Throws naming the first field that cannot be built (e.g. d_model not divisible by heads).
@@ -60,7 +70,7 @@ struct TransformerConfig {
 // LayerNorm or RMSNorm, as the config says.
 class Norm : public Module {
  public:
-  Norm(int64_t dim, bool rms);
+  Norm(int64_t dim, bool rms, double eps = 0);  // eps 0: LayerNorm's 1e-5 or RMSNorm's 1e-6
   Tensor forward(const Tensor& x) const;
   AddNormResult forward_add(const Tensor& x, const Tensor& h) const;  // x + h and its norm in one pass
 
@@ -154,6 +164,9 @@ class LanguageModel : public Module {
   State new_state() const;
   Tensor step(const Tensor& ids_t, State& state) const;  // ids_t [B] -> logits [B, vocab]
 
+  // The output head on the final hidden states x [..., d_model]: head, or x Eᵀ with tied embeddings.
+  Tensor logits(const Tensor& x) const;
+
   const TransformerConfig& config() const { return cfg_; }
   Rng& rng() { return rng_; }
   Tensor attention_penalty() const { return eng::attention_penalty(layers); }
@@ -161,7 +174,7 @@ class LanguageModel : public Module {
   TokenEmbedding embed;
   std::vector<std::unique_ptr<EncoderLayer>> layers;
   std::unique_ptr<Norm> final_norm;
-  Linear head;
+  std::unique_ptr<Linear> head;  // null with tie_embeddings
 };
 
 // Encoder-decoder (seq2seq): bidirectional encoder over the source, causal decoder with cross-attention.

@@ -50,7 +50,7 @@ Tensor LanguageModel::forward(const Tensor& ids, XLMemory& mem) const {
   }
   mem.layers = std::move(next);
   if (final_norm) x = final_norm->forward(x);
-  return head.forward(x);
+  return logits(x);
 }
 
 }  // namespace eng

@@ -387,6 +387,51 @@ Tensor causal_linear_attention(const Tensor& q, const Tensor& k, const Tensor& v
   return linear_attention_impl(q, k, v, args, true, "causal_linear_attention");
 }
 
+namespace {
+
+// One step for every (b, h): the state (type S) absorbs k and v, then is read for q; sums in S.
+template <class T, class S>
+void step_heads(const Tensor& qd, const Tensor& kd, const Tensor& vd, Tensor& s, Tensor& z, Tensor& out,
+                const LinearAttentionArgs& args, bool update) {
+  const int64_t B = qd.size(0), H = qd.size(1), M = qd.size(3), Dv = s.size(3);
+  const Rows<T> qr = rows_of<T>(qd);
+  Rows<T> kr, vr;
+  if (update) kr = rows_of<T>(kd), vr = rows_of<T>(vd);
+  S* st = s.data<S>();
+  S* zt = z.data<S>();
+  T* o = out.data<T>();
+  parallel_for(0, B * H, std::max<int64_t>(1, 4096 / std::max<int64_t>(M * Dv, 1)), [&](int64_t lo, int64_t hi) {
+    std::vector<S> acc(static_cast<size_t>(Dv), S(0));
+    for (int64_t bh = lo; bh < hi; ++bh) {
+      const int64_t b = bh / H, h = bh % H;
+      S* sh = st + bh * M * Dv;
+      S* zh = zt + bh * M;
+      // One pass over the state: row m of s (and z_m) is updated, s += φ(k) vᵀ, z += φ(k) (Eq. 18–19), then
+      // read for φ(q)ᵀ s / (φ(q)ᵀ z + eps) (Eq. 20). No row depends on another, so this equals two passes.
+      const T* kk = update ? kr.at(b, h, 0) : nullptr;
+      const T* vv = update ? vr.at(b, h, 0) : nullptr;
+      const T* qq = qr.at(b, h, 0);
+      std::fill(acc.begin(), acc.end(), S(0));
+      S d = S(args.eps);
+      for (int64_t m = 0; m < M; ++m) {
+        S* row = sh + m * Dv;
+        if (update) {
+          const S fk = S(feature(kk[m], args.feature));
+          zh[m] += fk;
+          for (int64_t j = 0; j < Dv; ++j) row[j] += fk * S(vv[j]);
+        }
+        const S fq = S(feature(qq[m], args.feature));
+        d += fq * zh[m];
+        for (int64_t j = 0; j < Dv; ++j) acc[size_t(j)] += fq * row[j];
+      }
+      T* oh = o + bh * Dv;
+      for (int64_t j = 0; j < Dv; ++j) oh[j] = T(acc[size_t(j)] / d);
+    }
+  });
+}
+
+}  // namespace
+
 Tensor linear_attention_step(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& s, Tensor& z,
                              const LinearAttentionArgs& args) {
   const char* op = "linear_attention_step";
@@ -398,8 +443,9 @@ Tensor linear_attention_step(const Tensor& q, const Tensor& k, const Tensor& v, 
                 z.dim() == 3 && z.size(0) == B && z.size(1) == H && z.size(2) == M,
             op, ": state s ", s.shape(), " and z ", z.shape(), " do not match q ", q.shape(),
             " (want s [B, H, M, Dv], z [B, H, M])");
-  ENG_CHECK(s.dtype() == q.dtype() && z.dtype() == q.dtype() && s.is_contiguous() && z.is_contiguous(), op,
-            ": the state must be contiguous and of q's dtype");
+  const bool wide = s.dtype() == DType::F64 && q.dtype() == DType::F32 && !on_cuda(q);
+  ENG_CHECK((s.dtype() == q.dtype() || wide) && z.dtype() == s.dtype() && s.is_contiguous() && z.is_contiguous(), op,
+            ": the state must be contiguous and of q's dtype (or f64 for an f32 q on the CPU)");
   const int64_t Dv = s.size(3);
   if (update) {
     check_qkv(q, k, v, op);
@@ -411,42 +457,11 @@ Tensor linear_attention_step(const Tensor& q, const Tensor& k, const Tensor& v, 
   if (on_cuda(q)) return cuda_op::linear_attention_step(q, k, v, s, z, args);
   Tensor qd = rows_contiguous(q), kd = update ? rows_contiguous(k) : Tensor(), vd = update ? rows_contiguous(v) : Tensor();
   Tensor out = empty({B, H, 1, Dv}, q.dtype());
-  ENG_DISPATCH(q.dtype(), T, {
-    const Rows<T> qr = rows_of<T>(qd);
-    Rows<T> kr, vr;
-    if (update) kr = rows_of<T>(kd), vr = rows_of<T>(vd);
-    T* S = s.data<T>();
-    T* Z = z.data<T>();
-    T* o = out.data<T>();
-    const T eps = T(args.eps);
-    parallel_for(0, B * H, std::max<int64_t>(1, 4096 / std::max<int64_t>(M * Dv, 1)), [&](int64_t lo, int64_t hi) {
-      for (int64_t bh = lo; bh < hi; ++bh) {
-        const int64_t b = bh / H, h = bh % H;
-        T* sh = S + bh * M * Dv;
-        T* zh = Z + bh * M;
-        // One pass over the state: row m of s (and z_m) is updated, s += φ(k) vᵀ, z += φ(k) (Eq. 18–19), then
-        // read for φ(q)ᵀ s / (φ(q)ᵀ z + eps) (Eq. 20). No row depends on another, so this equals two passes.
-        const T* kk = update ? kr.at(b, h, 0) : nullptr;
-        const T* vv = update ? vr.at(b, h, 0) : nullptr;
-        const T* qq = qr.at(b, h, 0);
-        T* oh = o + bh * Dv;
-        std::fill(oh, oh + Dv, T(0));
-        T d = eps;
-        for (int64_t m = 0; m < M; ++m) {
-          T* row = sh + m * Dv;
-          if (update) {
-            const T fk = feature(kk[m], args.feature);
-            zh[m] += fk;
-            for (int64_t j = 0; j < Dv; ++j) row[j] += fk * vv[j];
-          }
-          const T fq = feature(qq[m], args.feature);
-          d += fq * zh[m];
-          for (int64_t j = 0; j < Dv; ++j) oh[j] += fq * row[j];
-        }
-        for (int64_t j = 0; j < Dv; ++j) oh[j] /= d;
-      }
-    });
-  });
+  if (wide) {
+    step_heads<float, double>(qd, kd, vd, s, z, out, args, update);
+  } else {
+    ENG_DISPATCH(q.dtype(), T, { step_heads<T, T>(qd, kd, vd, s, z, out, args, update); });
+  }
   return out;
 }
 

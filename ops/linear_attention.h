@@ -45,7 +45,11 @@ Tensor causal_linear_attention(const Tensor& q, const Tensor& k, const Tensor& v
 // Recurrent form (Eq. 16–20), for generation; no gradient. q [B, H, 1, M]; when k [B, H, 1, M] and
 // v [B, H, 1, Dv] are given (defined), s [B, H, M, Dv] += φ(k) vᵀ and z [B, H, M] += φ(k) first; then
 // returns φ(q)ᵀ s / (φ(q)ᵀ z + eps) as [B, H, 1, Dv]. Without k and v it only reads the state (cross-
-// attention over a fixed memory). s and z are f32/f64 like q, contiguous, zero at the start.
+// attention over a fixed memory). s and z are contiguous, zero at the start, of q's dtype, or f64 for an f32 q on
+// the CPU: then the state and every sum are kept in double. A feature map with signed features (poly2's √2·x and
+// x_i·x_j) sums terms that cancel: in f32 the separately rounded numerator and denominator of a query that gives
+// its keys weights near 0 (1 + qᵀk ≈ 0) lose most of their digits (6e-4 at position 0 against the parallel form,
+// whose one product per key serves both), so models/attention/linear.cpp keeps such states in f64.
 Tensor linear_attention_step(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& s, Tensor& z,
                              const LinearAttentionArgs& args = {});
 

@@ -13,11 +13,13 @@ ENG_REGISTER_OP("rope");
 
 namespace {
 
-// out = rotate(x, sign · angle) for every row; sign = -1 undoes the rotation (the backward).
-Tensor rotate(const Tensor& x_in, int64_t offset, double base, double sign) {
+// out = rotate(x, sign · angle) for every row; sign = -1 undoes the rotation (the backward). Pair i is the dims
+// (i · step, i · step + gap): step 1, gap D/2 for rotate-half; step 2, gap 1 for interleaved.
+Tensor rotate(const Tensor& x_in, int64_t offset, double base, RopePairing pairing, double sign) {
   Tensor x = x_in.contiguous();
   const int64_t L = x.size(-2), D = x.size(-1), half = D / 2;
   const int64_t rows = x.numel() / D;
+  const int64_t step = pairing == RopePairing::RotateHalf ? 1 : 2, gap = pairing == RopePairing::RotateHalf ? half : 1;
   Tensor out = empty(x.shape(), x.dtype());
   std::vector<double> inv_freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) inv_freq[size_t(i)] = std::pow(base, -2.0 * double(i) / double(D));
@@ -32,8 +34,9 @@ Tensor rotate(const Tensor& x_in, int64_t offset, double base, double sign) {
         for (int64_t i = 0; i < half; ++i) {
           const double ang = pos * inv_freq[size_t(i)];
           const T c = T(std::cos(ang)), s = T(sign * std::sin(ang));
-          o[i] = a[i] * c - a[i + half] * s;
-          o[i + half] = a[i + half] * c + a[i] * s;
+          const int64_t j = i * step;
+          o[j] = a[j] * c - a[j + gap] * s;
+          o[j + gap] = a[j + gap] * c + a[j] * s;
         }
       }
     });
@@ -43,12 +46,21 @@ Tensor rotate(const Tensor& x_in, int64_t offset, double base, double sign) {
 
 }  // namespace
 
-Tensor rope(const Tensor& x, int64_t offset, double base) {
+RopePairing parse_rope_pairing(const std::string& name) {
+  if (name == "rotate-half") return RopePairing::RotateHalf;
+  if (name == "interleaved") return RopePairing::Interleaved;
+  fail("rope: pairing must be rotate-half or interleaved, got '", name, "'");
+}
+
+const char* rope_pairing_name(RopePairing p) { return p == RopePairing::RotateHalf ? "rotate-half" : "interleaved"; }
+
+Tensor rope(const Tensor& x, int64_t offset, double base, RopePairing pairing) {
   ENG_CHECK(x.dim() >= 2 && x.size(-1) % 2 == 0, "rope: input must be [..., L, D] with D even, got ", x.shape());
   ENG_CHECK(offset >= 0, "rope: negative offset ", offset);
-  Tensor out = rotate(x, offset, base, 1.0);
-  return record(out, "rope", {x}, [offset, base](const Tensor& g) {
-    return std::vector<Tensor>{rotate(g, offset, base, -1.0)};
+  ENG_CHECK(base > 0 && std::isfinite(base), "rope: base must be positive and finite, got ", base);
+  Tensor out = rotate(x, offset, base, pairing, 1.0);
+  return record(out, "rope", {x}, [offset, base, pairing](const Tensor& g) {
+    return std::vector<Tensor>{rotate(g, offset, base, pairing, -1.0)};
   });
 }
 

@@ -9,6 +9,7 @@
 #include "models/multihead.h"
 #include "models/norm_layers.h"
 #include "models/positional.h"
+#include "ops/activation.h"
 #include "ops/binary.h"
 #include "ops/matmul.h"
 #include "ops/view.h"
@@ -82,6 +83,31 @@ TEST_CASE("feed-forward: gradients; chunked evaluation gives the same result wit
   allocator::set_caching(was);
   CHECK(eng::test::max_abs_diff(whole, chunked) == 0);
   CHECK(peak_chunked * 3 < peak_whole);  // the [512, 1024] hidden activation is held 64 rows at a time
+}
+
+// Reference: the gated forms written out with plain ops, w2(act(w1 x + b1) ⊙ (w3 x + b3)) + b2 (Shazeer 2020).
+TEST_CASE("feed-forward: swiglu and geglu against their formulas, gradients, no biases when built without") {
+  for (Activation act : {Activation::SwiGLU, Activation::GeGLU}) {
+    CAPTURE(activation_name(act));
+    Rng rng(6);
+    FeedForward ffn(4, 6, act, 0.0, rng);
+    ffn.to(DType::F64);
+    REQUIRE(ffn.fc3 != nullptr);
+    Tensor x = uniform({2, 3, 4}, 10);
+    auto affine = [&](const Linear& l) { return add(matmul(x, transpose(l.weight, 0, 1)), l.bias); };
+    const Tensor h = affine(ffn.fc1);
+    const Tensor a = act == Activation::SwiGLU ? mul(h, sigmoid(h)) : gelu(h, GeluForm::Erf);
+    const Tensor want = add(matmul(mul(a, affine(*ffn.fc3)), transpose(ffn.fc2.weight, 0, 1)), ffn.fc2.bias);
+    CHECK(eng::test::max_abs_diff(ffn.forward(x), want) < 1e-12);
+    check_parameter_gradients(ffn.named_parameters(), [&] { return ffn.forward(x); });
+  }
+  Rng rng(7);
+  FeedForward plain(4, 6, Activation::SwiGLU, 0.0, rng, false);
+  std::vector<std::string> names;
+  for (const auto& [name, p] : plain.named_parameters()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"fc1.weight", "fc2.weight", "fc3.weight"});
+  CHECK_THROWS_WITH(parse_activation("swish"),
+                    "activation: expected relu, gelu, gelu-tanh, swiglu or geglu, got 'swish'");
 }
 
 TEST_CASE("multi-head attention: gradients of every projection, self and cross, with rotary and alibi") {

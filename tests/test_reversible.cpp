@@ -42,7 +42,7 @@ Tensor two_stream_logits(LanguageModel& m, const Tensor& ids) {
   AttentionMask mask;
   mask.causal = true;
   Tensor x = reversible_stack(m.layers, m.embed.forward(ids), mask, m.rng(), false);
-  return m.head.forward(m.final_norm->forward(x));
+  return m.logits(m.final_norm->forward(x));
 }
 
 // Two training steps of the same model through the custom node and through plain autograd: equal outputs,
@@ -128,7 +128,7 @@ TEST_CASE("reversible: forward == the formulas Y1 = X1 + F(X2), Y2 = X2 + G(Y1),
       x1 = add(x1, layer->self_attn.forward(t, t, mask));
       x2 = add(x2, layer->ffn.forward(layer->norm2.forward(x1)));
     }
-    Tensor want = m.head.forward(m.final_norm->forward(mul_scalar(add(x1, x2), 0.5)));
+    Tensor want = m.logits(m.final_norm->forward(mul_scalar(add(x1, x2), 0.5)));
     CHECK(max_abs_diff(m.forward(ids, {5, 3}), want) < 1e-12);
     NoGradGuard no_grad;
     CHECK(max_abs_diff(m.forward(ids, {5, 3}), want) < 1e-12);

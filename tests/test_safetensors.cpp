@@ -160,6 +160,47 @@ TEST_CASE("safetensors: the bytes on disk follow the format exactly") {
   CHECK(f.metadata.empty());
 }
 
+// Reference: the bit layouts of IEEE binary16 and bfloat16 written out with ldexp, not the reader's shifts.
+TEST_CASE("safetensors: F16 and BF16 tensors are read widened exactly to F32") {
+  TempDir dir;
+  const std::string p = dir.file("half.safetensors");
+  auto f16_value = [](uint16_t h) {
+    const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    const double mag = e == 0 ? std::ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : std::ldexp(1024 + m, e - 25);
+    return (h & 0x8000) ? -mag : mag;
+  };
+  std::vector<uint16_t> f16_bits;  // every exponent, a few mantissas, both signs: normals, subnormals, inf, NaN
+  for (uint16_t e = 0; e < 32; ++e)
+    for (uint16_t m : {0, 1, 0x155, 0x200, 0x3ff})
+      for (uint16_t sign : {0, 0x8000}) f16_bits.push_back(uint16_t(sign | e << 10 | m));
+  const std::vector<uint16_t> bf16_bits{0x0000, 0x3f80, 0xbf80, 0x4049, 0x0001, 0x7f80, 0xff80, 0x3e4d};
+  std::string data;
+  for (uint16_t b : f16_bits) data += char(b & 0xff), data += char(b >> 8);
+  for (uint16_t b : bf16_bits) data += char(b & 0xff), data += char(b >> 8);
+  const int64_t n16 = int64_t(f16_bits.size()) * 2, total = n16 + int64_t(bf16_bits.size()) * 2;
+  const std::string a_entry =
+      entry("F16", "[" + std::to_string(f16_bits.size()) + "]", "[0," + std::to_string(n16) + "]");
+  const std::string b_entry = entry("BF16", "[8]", "[" + std::to_string(n16) + "," + std::to_string(total) + "]");
+  write_bytes(p, st_bytes("{\"a\":" + a_entry + ",\"b\":" + b_entry + "}", data));
+  const SafetensorsFile f = load_safetensors(p);
+  REQUIRE(f.tensors.size() == 2);
+  const Tensor& a = f.tensors[0].second;
+  const Tensor& b = f.tensors[1].second;
+  CHECK(a.dtype() == DType::F32);
+  for (size_t i = 0; i < f16_bits.size(); ++i) {
+    const double want = f16_value(f16_bits[i]), got = a.data<float>()[i];
+    if (std::isnan(want)) CHECK(std::isnan(got));
+    else CHECK(got == want);
+  }
+  for (size_t i = 0; i < bf16_bits.size(); ++i) {
+    const uint32_t bits = uint32_t(bf16_bits[i]) << 16;  // bfloat16 is the top half of a binary32
+    const int e = int(bits >> 23 & 0xff);
+    const uint32_t m = bits & 0x7fffff;
+    const double mag = e == 255 ? INFINITY : e == 0 ? std::ldexp(m, -149) : std::ldexp(0x800000 | m, e - 150);
+    CHECK(double(b.data<float>()[i]) == ((bits >> 31) ? -mag : mag));
+  }
+}
+
 TEST_CASE("safetensors: tensors come back in the order of their data") {
   TempDir dir;
   const std::string p = dir.file("order.safetensors");
@@ -221,10 +262,12 @@ TEST_CASE("safetensors: hostile files are refused with a precise message") {
   // dtype
   CHECK(load_error(p, st_bytes(one(R"({"dtype":4,"shape":[],"data_offsets":[0,4]})"))) ==
         "tensor \"t\": \"dtype\" is an integer, not a string");
-  CHECK(load_error(p, st_bytes(one(entry("BF16", "[2]", "[0,4]")), "1234")) ==
-        "tensor \"t\": unsupported dtype \"BF16\" (supported: F32, F64, I64)");
+  CHECK(load_error(p, st_bytes(one(entry("F8_E4M3", "[2]", "[0,2]")), "12")) ==
+        "tensor \"t\": unsupported dtype \"F8_E4M3\" (supported: F32, F64, I64, F16, BF16)");
   CHECK(load_error(p, st_bytes(one(entry("f32", "[2]", "[0,8]")), f32x2)) ==
-        "tensor \"t\": unsupported dtype \"f32\" (supported: F32, F64, I64)");
+        "tensor \"t\": unsupported dtype \"f32\" (supported: F32, F64, I64, F16, BF16)");
+  CHECK(load_error(p, st_bytes(one(entry("BF16", "[2]", "[0,8]")), f32x2)) ==
+        "tensor \"t\": data_offsets [0,8] hold 8 bytes, but BF16 shape [2] needs 4");
 
   // shape
   CHECK(load_error(p, st_bytes(one(entry("F32", "2", "[0,8]")), f32x2)) ==

@@ -2,6 +2,7 @@
 #include "models/transformer.h"
 
 #include "engine/autograd.h"
+#include "ops/matmul.h"
 #include "ops/view.h"
 #include "tests/gradcheck.h"
 
@@ -153,6 +154,83 @@ TEST_CASE("config: round trip through metadata, clear errors") {
   TransformerConfig f = tiny(PositionalKind::None);
   f.attention_options.set("colour", "blue");
   CHECK_THROWS_WITH(LanguageModel{f}, "attention 'softmax': unknown option 'colour'");
+}
+
+// The architecture options of GPT-2 / LLaMA (tie_embeddings, bias, embed_scale, rope_theta, rope_pairing, norm_eps):
+// written only when set, read back, and acting on the model as their definition says.
+TEST_CASE("config: architecture options round trip, change the model, and are absent from a default config") {
+  TransformerConfig base = tiny(PositionalKind::Rotary);
+  for (const char* key : {"bias", "tie_embeddings", "embed_scale", "rope_theta", "rope_pairing", "norm_eps"})
+    CHECK(base.to_map().count(key) == 0);  // old checkpoints lack them and load as today's model
+  TransformerConfig c = base;
+  c.bias = false;
+  c.tie_embeddings = true;
+  c.embed_scale = 1;
+  c.rope_theta = 500000;
+  c.rope_pairing = RopePairing::Interleaved;
+  c.norm_eps = 1e-6;
+  c.rms_norm = true;
+  c.activation = Activation::SwiGLU;
+  c.kv_heads = 1;
+  const auto m = c.to_map();
+  CHECK(m.at("bias") == "false");
+  CHECK(m.at("tie_embeddings") == "true");
+  CHECK(m.at("rope_pairing") == "interleaved");
+  CHECK(m.at("activation") == "swiglu");
+  CHECK(TransformerConfig::from_map(m).to_map() == m);
+  LanguageModel lm(c);
+  CHECK(lm.head == nullptr);
+  for (const auto& [name, p] : lm.named_parameters()) CHECK(name.find("bias") == std::string::npos);
+  lm.to(DType::F64);
+  lm.eval();
+  Tensor x = ids({1, 4, 2, 0, 3, 3}, {1, 6});
+  check_parameter_gradients(lm.named_parameters(), [&] { return lm.forward(x); }, {1e-6, 1e-6, 1e-5});
+  NoGradGuard no_grad;
+  const Tensor full_logits = lm.forward(x);
+  auto st = lm.new_state();
+  for (int64_t t = 0; t < 6; ++t)
+    CHECK(eng::test::max_abs_diff(lm.step(squeeze(narrow(x, 1, t, 1), 1), st),
+                                  squeeze(narrow(full_logits, 1, t, 1), 1)) < 1e-10);
+  // Tied head: logits are the final hidden states against the embedding rows.
+  AttentionMask causal;
+  causal.causal = true;
+  const Tensor hidden =
+      lm.final_norm->forward(lm.layers[1]->forward(lm.layers[0]->forward(lm.embed.forward(x), causal), causal));
+  CHECK(eng::test::max_abs_diff(full_logits, matmul(hidden, transpose(lm.embed.tokens.weight, 0, 1))) < 1e-12);
+  // embed_scale multiplies the token embeddings: 1 keeps them as they are, 0 means sqrt(d_model).
+  CHECK(eng::test::max_abs_diff(lm.embed.forward(x), lm.embed.tokens.forward(x)) == 0);
+
+  auto bad = [&](const char* key, const char* value) {
+    auto b = c.to_map();
+    b[key] = value;
+    return TransformerConfig::from_map(b);
+  };
+  CHECK_THROWS_WITH(bad("rope_pairing", "zigzag"), "rope: pairing must be rotate-half or interleaved, got 'zigzag'");
+  CHECK_THROWS_WITH(bad("bias", "yes"), "config: bias must be true or false, got 'yes'");
+  CHECK_THROWS_WITH(bad("rope_theta", "-1"), "config: rope_theta must be positive, got -1");
+  CHECK_THROWS_WITH(bad("norm_eps", "2"), "config: norm_eps must be in [0, 1) (0 = the norm's default), got 2");
+  CHECK_THROWS_WITH(bad("outputs", "30"), "config: tie_embeddings needs a decoder-only or encoder-only model whose "
+                    "head outputs the vocabulary (outputs 30, encoder_layers 0, decoder_layers 2)");
+}
+
+TEST_CASE("config: norm_eps reaches the norms; rope_theta and rope_pairing reach the attention") {
+  TransformerConfig c = tiny(PositionalKind::Rotary);
+  c.d_model = 8;  // head dim 4: two rotary pairs, so the pairing matters
+  Tensor x = ids({1, 4, 2, 0, 3}, {1, 5});
+  NoGradGuard no_grad;
+  auto logits = [&](const TransformerConfig& cfg) { return LanguageModel(cfg).forward(x); };
+  const Tensor plain = logits(c);
+  TransformerConfig d = c;
+  d.rope_theta = 10;
+  CHECK(eng::test::max_abs_diff(logits(d), plain) > 1e-4);
+  d = c;
+  d.rope_pairing = RopePairing::Interleaved;
+  CHECK(eng::test::max_abs_diff(logits(d), plain) > 1e-4);
+  d = c;
+  d.norm_eps = 1e-5;  // LayerNorm's default: the same model
+  CHECK(eng::test::max_abs_diff(logits(d), plain) == 0);
+  d.norm_eps = 0.5;
+  CHECK(eng::test::max_abs_diff(logits(d), plain) > 1e-4);
 }
 
 TEST_CASE("token embedding: sequences longer than max_len are refused") {

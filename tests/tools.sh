@@ -12,6 +12,8 @@ embed() { "${runner[@]}" "$build/embed" "$@"; }
 bench() { "${runner[@]}" "$build/bench" "$@"; }
 inspect() { "${runner[@]}" "$build/inspect" "$@"; }
 tokenizer() { "${runner[@]}" "$build/tokenizer" "$@"; }
+convert() { "${runner[@]}" "$build/convert" "$@"; }
+generate() { "${runner[@]}" "$build/generate" "$@"; }
 dir=$(mktemp -d /tmp/eng_tools_test.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 failures=0

@@ -21,12 +21,14 @@ std::map<std::string, FeatureMapFactory>& registry() {
 struct EluPlusOne : FeatureMap {
   std::string name() const override { return "elu"; }
   LinearFeature fused() const override { return LinearFeature::EluPlusOne; }
+  bool signed_features() const override { return false; }
 };
 
 // φ(x) = max(x, 0): a row of φ(q) can be all zero, and then the output is 0 / eps = 0.
 struct Relu : FeatureMap {
   std::string name() const override { return "relu"; }
   LinearFeature fused() const override { return LinearFeature::Relu; }
+  bool signed_features() const override { return false; }
 };
 
 // The exact finite feature map of the degree-2 polynomial kernel (Eq. 8 with c = 1):

@@ -22,6 +22,9 @@ class FeatureMap {
   virtual LinearFeature fused() const { return LinearFeature::Identity; }  // applied inside the kernel
   virtual Tensor apply(const Tensor& x) const { return x; }               // [.., D] -> [.., dim(D)]
   virtual int64_t dim(int64_t head_dim) const { return head_dim; }
+  // Whether φ can be negative, so that φ(q)ᵀφ(k) sums terms that cancel (poly2; also assumed of a registered map
+  // that does not say otherwise): the recurrent form then keeps its f32 state in f64 (ops/linear_attention.h).
+  virtual bool signed_features() const { return true; }
   // φ(x) itself, fused or not (for code outside the kernels, e.g. digesting a cross-attention memory).
   Tensor features(const Tensor& x) const;
 };

@@ -47,8 +47,11 @@ Tensor LinearAttention::attend_step(const Tensor& q, const Tensor& k, const Tens
   NoGradGuard no_grad;
   Tensor fq = phi_->apply(q), fk = phi_->apply(k);
   if (!st->s.defined()) {
-    st->s = zeros_on({q.size(0), q.size(1), fq.size(3), v.size(3)}, q.dtype(), q.device());
-    st->z = zeros_on({q.size(0), q.size(1), fq.size(3)}, q.dtype(), q.device());
+    // Signed features cancel in f32 sums: such a state is kept in f64 (ops/linear_attention.h).
+    const bool wide = phi_->signed_features() && q.dtype() == DType::F32 && q.device() == Device::CPU;
+    const DType t = wide ? DType::F64 : q.dtype();
+    st->s = zeros_on({q.size(0), q.size(1), fq.size(3), v.size(3)}, t, q.device());
+    st->z = zeros_on({q.size(0), q.size(1), fq.size(3)}, t, q.device());
   }
   return linear_attention_step(fq, fk, v, st->s, st->z, {phi_->fused(), eps_, {}});
 }

@@ -20,9 +20,20 @@ ModelFlags::ModelFlags(Cli& cli)
       norm_type(cli.add_string("norm-type", "layer", "layer or rms")),
       positional(cli.add_string("positional", "sinusoidal", "none, sinusoidal, learned, rotary, alibi or relative "
                                 "(Transformer-XL's, softmax-family attention)")),
-      activation(cli.add_string("activation", "gelu", "relu, gelu or gelu-tanh")),
+      activation(cli.add_string("activation", "gelu", "relu, gelu (erf), gelu-tanh, swiglu or geglu (gated: a third "
+                                "feed-forward projection)")),
       reversible(cli.add_bool("reversible", false, "reversible layers (Reformer §3): activation memory independent "
-                              "of depth; pre-norm, not encoder-decoder (docs/reversible.md)")) {}
+                              "of depth; pre-norm, not encoder-decoder (docs/reversible.md)")),
+      bias(cli.add_bool("bias", true, "biases in the Linear layers (attention projections, feed-forward, head)")),
+      tie_embeddings(cli.add_bool("tie-embeddings", false, "the output head is the token embedding matrix "
+                                  "(decoder-only and encoder-only models)")),
+      embed_scale(cli.add_double("embed-scale", 0, RealRange::at_least(0), "multiplier of the token embeddings "
+                                 "(0: sqrt(d-model))")),
+      rope_theta(cli.add_double("rope-theta", 10000, RealRange::above(0), "rotary: base of the angles")),
+      rope_pairing(cli.add_string("rope-pairing", "rotate-half", "rotary: rotate-half (dims i, i + D/2) or "
+                                  "interleaved (dims 2i, 2i + 1)")),
+      norm_eps(cli.add_double("norm-eps", 0, RealRange::below(0, 1), "epsilon of the norms (0: 1e-5 for layer, "
+                              "1e-6 for rms)")) {}
 
 TransformerConfig ModelFlags::config(uint64_t seed) const {
   TransformerConfig c;
@@ -40,6 +51,12 @@ TransformerConfig ModelFlags::config(uint64_t seed) const {
   c.positional = parse_positional(positional);
   c.activation = parse_activation(activation);
   c.reversible = reversible;
+  c.bias = bias;
+  c.tie_embeddings = tie_embeddings;
+  c.embed_scale = embed_scale;
+  c.rope_theta = rope_theta;
+  c.rope_pairing = parse_rope_pairing(rope_pairing);
+  c.norm_eps = norm_eps;
   c.seed = seed;
   return c;
 }

@@ -21,6 +21,11 @@ struct ModelFlags {
   std::vector<std::string>& attn_opts;
   std::string &norm, &norm_type, &positional, &activation;
   bool& reversible;
+  // The architecture options of GPT-2 and LLaMA-family models (docs/model.md).
+  bool &bias, &tie_embeddings;
+  double &embed_scale, &rope_theta;
+  std::string& rope_pairing;
+  double& norm_eps;
 };
 
 struct TrainingFlags {
