@@ -222,9 +222,9 @@ TEST_CASE("safetensors: hostile files are refused with a precise message") {
   CHECK(load_error(p, st_bytes(one(R"({"dtype":4,"shape":[],"data_offsets":[0,4]})"))) ==
         "tensor \"t\": \"dtype\" is an integer, not a string");
   CHECK(load_error(p, st_bytes(one(entry("BF16", "[2]", "[0,4]")), "1234")) ==
-        "tensor \"t\": unsupported dtype \"BF16\" (supported: F32, F64, I64)");
+        "tensor \"t\": unsupported dtype \"BF16\" (supported: F32, F64, I64, U8)");
   CHECK(load_error(p, st_bytes(one(entry("f32", "[2]", "[0,8]")), f32x2)) ==
-        "tensor \"t\": unsupported dtype \"f32\" (supported: F32, F64, I64)");
+        "tensor \"t\": unsupported dtype \"f32\" (supported: F32, F64, I64, U8)");
 
   // shape
   CHECK(load_error(p, st_bytes(one(entry("F32", "2", "[0,8]")), f32x2)) ==
