@@ -136,7 +136,7 @@ struct Product {
   quant_detail::QuantDotFn fn = nullptr;
 };
 
-// Column tiles of kTileCols over threads: each output element is computed by one kernel call whatever the split.
+// Strips of whole column tiles over threads: each output element is computed the same way whatever the split.
 void run_product(const Product& p) {
   using quant_detail::kTileCols;
   using quant_detail::kTileRows;
@@ -144,13 +144,11 @@ void run_product(const Product& p) {
   const bool threaded = p.rows * p.cols * p.x.blocks * 32 >= (int64_t(1) << 20);
   parallel_for(0, tiles, threaded ? std::max<int64_t>(1, tiles / 64) : tiles, [pp = &p](int64_t lo, int64_t hi) {
     const Product& p = *pp;
-    for (int64_t t = lo; t < hi; ++t) {
-      const int64_t n0 = t * kTileCols, cols = std::min(kTileCols, p.cols - n0);
-      for (int64_t m0 = 0; m0 < p.rows; m0 += kTileRows) {
-        QuantizedRows x = p.x;
-        x.q += m0 * x.blocks * 32, x.d += m0 * x.blocks, x.sum += m0 * x.blocks;
-        p.fn(x, std::min(kTileRows, p.rows - m0), p.w + n0 * p.w_rs, p.w_rs, cols, p.y + m0 * p.cols + n0, p.cols);
-      }
+    const int64_t n0 = lo * kTileCols, cols = std::min(hi * kTileCols, p.cols) - n0;
+    for (int64_t m0 = 0; m0 < p.rows; m0 += kTileRows) {
+      QuantizedRows x = p.x;
+      x.q += m0 * x.blocks * 32, x.d += m0 * x.blocks, x.sum += m0 * x.blocks;
+      p.fn(x, std::min(kTileRows, p.rows - m0), p.w + n0 * p.w_rs, p.w_rs, cols, p.y + m0 * p.cols + n0, p.cols);
     }
   });
 }

@@ -14,8 +14,9 @@ struct QuantizedRows {
   const int32_t* sum = nullptr;
 };
 
-// c[r * ldc + j] = y[r, j] of ops/quant.h for r < rows <= kTileRows, j < cols <= kTileCols, where W's row j is the
-// x.blocks blocks at w + j * w_rs bytes. One function per weight format.
+// c[r * ldc + j] = y[r, j] of ops/quant.h for r < rows <= kTileRows, j < cols, where W's row j is the x.blocks
+// blocks at w + j * w_rs bytes. One function per weight format; the SIMD ones work in tiles of kTileCols weight
+// rows.
 constexpr int64_t kTileRows = 4, kTileCols = 4;
 using QuantDotFn = void (*)(const QuantizedRows& x, int64_t rows, const uint8_t* w, int64_t w_rs, int64_t cols,
                             float* c, int64_t ldc);

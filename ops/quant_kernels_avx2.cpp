@@ -14,8 +14,8 @@ namespace eng::quant_detail {
 namespace {
 
 struct MaddProduct {
-  static __m256i q8(const WeightsQ8& w, __m256i x) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(w.a, _mm256_sign_epi8(x, w.w)), _mm256_set1_epi16(1));
+  static __m256i q8(const ActivationsQ8& x, __m256i w) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(x.a, _mm256_sign_epi8(w, x.x)), _mm256_set1_epi16(1));
   }
   static __m256i q4(__m256i w, __m256i x) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));

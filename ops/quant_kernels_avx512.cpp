@@ -14,8 +14,8 @@ namespace eng::quant_detail {
 namespace {
 
 struct VnniProduct {
-  static __m256i q8(const WeightsQ8& w, __m256i x) {
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w.a, _mm256_sign_epi8(x, w.w));
+  static __m256i q8(const ActivationsQ8& x, __m256i w) {
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), x.a, _mm256_sign_epi8(w, x.x));
   }
   static __m256i q4(__m256i w, __m256i x) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, x); }
 };

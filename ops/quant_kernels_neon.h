@@ -55,14 +55,21 @@ inline void dot_rows(const QuantizedRows& x, const uint8_t* w, int64_t w_rs, int
   }
 }
 
+// The tiles of 4 weight rows along `cols`, one call for the whole strip (the call costs as much as a small tile).
+template <class Product, bool kQ4, int64_t R>
+void dot_strip(const QuantizedRows& x, const uint8_t* w, int64_t w_rs, int64_t cols, float* c, int64_t ldc) {
+  for (int64_t n0 = 0; n0 < cols; n0 += 4)
+    dot_rows<Product, kQ4, R>(x, w + n0 * w_rs, w_rs, cols - n0 < 4 ? cols - n0 : 4, c + n0, ldc);
+}
+
 template <class Product, bool kQ4>
 void dot(const QuantizedRows& x, int64_t rows, const uint8_t* w, int64_t w_rs, int64_t cols, float* c, int64_t ldc) {
-  static_assert(kTileRows == 4 && kTileCols == 4, "the body is written for 4 x 4 tiles");
+  static_assert(kTileRows == 4, "the body is written for tiles of up to 4 rows");
   switch (rows) {
-    case 1: return dot_rows<Product, kQ4, 1>(x, w, w_rs, cols, c, ldc);
-    case 2: return dot_rows<Product, kQ4, 2>(x, w, w_rs, cols, c, ldc);
-    case 3: return dot_rows<Product, kQ4, 3>(x, w, w_rs, cols, c, ldc);
-    default: return dot_rows<Product, kQ4, 4>(x, w, w_rs, cols, c, ldc);
+    case 1: return dot_strip<Product, kQ4, 1>(x, w, w_rs, cols, c, ldc);
+    case 2: return dot_strip<Product, kQ4, 2>(x, w, w_rs, cols, c, ldc);
+    case 3: return dot_strip<Product, kQ4, 3>(x, w, w_rs, cols, c, ldc);
+    default: return dot_strip<Product, kQ4, 4>(x, w, w_rs, cols, c, ldc);
   }
 }
 

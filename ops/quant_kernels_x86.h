@@ -21,21 +21,20 @@ inline __m128i sum4(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
   return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
 }
 
-// q8_0: the signed weights and their magnitudes. The unsigned operand is |w|, the signed one x with w's sign
-// (vpsignb), so that |w| · sign(w)x = w x; |w| <= 128 and |x| <= 127 keep vpmaddubsw's pair sums below 2^15.
-struct WeightsQ8 {
-  __m256i w, a;
-};
-inline WeightsQ8 load_q8(const uint8_t* q) {
-  const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
-  return {w, _mm256_abs_epi8(w)};
-}
 // q4_0: the 32 unsigned 4-bit values in element order (low nibbles are elements 0..15, high ones 16..31).
 inline __m256i load_q4(const uint8_t* q) {
   const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
-  const __m128i low = _mm_set1_epi8(0x0F);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), low), _mm_and_si128(bytes, low));
+  const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(bytes), _mm_srli_epi16(bytes, 4), 1);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
+inline __m256i load_q8(const uint8_t* q) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)); }
+
+// The activations of one block for q8_0: |x| as the unsigned operand, shared by the tile's four columns, and x's
+// signs, which each column moves onto its weights (vpsignb), so that |x| · sign(x)w = x w. |x| <= 127 and
+// |w| <= 128 keep vpmaddubsw's pair sums below 2^15.
+struct ActivationsQ8 {
+  __m256i x, a;
+};
 
 template <class Product, bool kQ4, int64_t R>
 void dot_rows(const QuantizedRows& x, const uint8_t* w, int64_t w_rs, int64_t cols, float* c, int64_t ldc) {
@@ -60,12 +59,13 @@ void dot_rows(const QuantizedRows& x, const uint8_t* w, int64_t w_rs, int64_t co
         acc[r] = _mm_add_ps(acc[r], _mm_mul_ps(_mm_cvtepi32_ps(s), _mm_mul_ps(dw, _mm_set1_ps(x.d[xb]))));
       }
     } else {
-      const WeightsQ8 w0 = load_q8(wc[0] + o + 4), w1 = load_q8(wc[1] + o + 4), w2 = load_q8(wc[2] + o + 4),
-                      w3 = load_q8(wc[3] + o + 4);
+      const __m256i w0 = load_q8(wc[0] + o + 4), w1 = load_q8(wc[1] + o + 4), w2 = load_q8(wc[2] + o + 4),
+                    w3 = load_q8(wc[3] + o + 4);
       for (int64_t r = 0; r < R; ++r) {
         const int64_t xb = r * x.blocks + b;
         const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + xb * 32));
-        const __m128i s = sum4(Product::q8(w0, xv), Product::q8(w1, xv), Product::q8(w2, xv), Product::q8(w3, xv));
+        const ActivationsQ8 xa{xv, _mm256_abs_epi8(xv)};
+        const __m128i s = sum4(Product::q8(xa, w0), Product::q8(xa, w1), Product::q8(xa, w2), Product::q8(xa, w3));
         acc[r] = _mm_add_ps(acc[r], _mm_mul_ps(_mm_cvtepi32_ps(s), _mm_mul_ps(dw, _mm_set1_ps(x.d[xb]))));
       }
     }
@@ -77,14 +77,21 @@ void dot_rows(const QuantizedRows& x, const uint8_t* w, int64_t w_rs, int64_t co
   }
 }
 
+// The tiles of 4 weight rows along `cols`, one call for the whole strip (the call costs as much as a small tile).
+template <class Product, bool kQ4, int64_t R>
+void dot_strip(const QuantizedRows& x, const uint8_t* w, int64_t w_rs, int64_t cols, float* c, int64_t ldc) {
+  for (int64_t n0 = 0; n0 < cols; n0 += 4)
+    dot_rows<Product, kQ4, R>(x, w + n0 * w_rs, w_rs, cols - n0 < 4 ? cols - n0 : 4, c + n0, ldc);
+}
+
 template <class Product, bool kQ4>
 void dot(const QuantizedRows& x, int64_t rows, const uint8_t* w, int64_t w_rs, int64_t cols, float* c, int64_t ldc) {
-  static_assert(kTileRows == 4 && kTileCols == 4, "the body is written for 4 x 4 tiles");
+  static_assert(kTileRows == 4, "the body is written for tiles of up to 4 rows");
   switch (rows) {
-    case 1: return dot_rows<Product, kQ4, 1>(x, w, w_rs, cols, c, ldc);
-    case 2: return dot_rows<Product, kQ4, 2>(x, w, w_rs, cols, c, ldc);
-    case 3: return dot_rows<Product, kQ4, 3>(x, w, w_rs, cols, c, ldc);
-    default: return dot_rows<Product, kQ4, 4>(x, w, w_rs, cols, c, ldc);
+    case 1: return dot_strip<Product, kQ4, 1>(x, w, w_rs, cols, c, ldc);
+    case 2: return dot_strip<Product, kQ4, 2>(x, w, w_rs, cols, c, ldc);
+    case 3: return dot_strip<Product, kQ4, 3>(x, w, w_rs, cols, c, ldc);
+    default: return dot_strip<Product, kQ4, 4>(x, w, w_rs, cols, c, ldc);
   }
 }
 
