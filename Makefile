@@ -104,6 +104,11 @@ $(BUILD)/obj/engine/vec_kernels_avx2.o: CXXFLAGS += $(VEC_AVX2_FLAGS)
 $(BUILD)/obj/engine/vec_kernels_avx512.o: CXXFLAGS += $(VEC_AVX512_FLAGS)
 endif
 
+# The quantized products (ops/quant.h) promise the same bits at every kernel level: a multiply then an add per
+# block. GCC fuses such pairs into FMAs in C++ (-ffp-contract=fast is its default outside ISO C), and would on
+# ARM64 and in the AVX2 files only, so these files are built without contraction.
+$(BUILD)/obj/ops/quant.o $(BUILD)/obj/ops/quant_kernels_%.o: CXXFLAGS += -ffp-contract=off
+
 $(BUILD)/libengine.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -184,15 +189,17 @@ data:
 # Fuzzing (clang's libFuzzer, under AddressSanitizer + UBSan): one binary per target of tests/fuzz/targets.h,
 # each run for FUZZ_SECONDS from the committed seeds. New corpus entries stay in build-fuzz/corpus/; a crash
 # leaves its input in build-fuzz/crashes/, to be committed under tests/fuzz/regressions/<target>/ with the fix.
-FUZZ_TARGETS := safetensors idx cifar10 text gunzip cli tokenizer_json gpt2_vocab tokenizer_bin tokenize
+FUZZ_TARGETS := safetensors idx cifar10 text gunzip cli tokenizer_json gpt2_vocab tokenizer_bin tokenize quantized
 FUZZ_SECONDS ?= 60
 FUZZ_CXX ?= clang++
 FUZZ_DIR := build-fuzz
 FUZZ_FLAGS := -O1 -g1 -std=c++17 -Wall -Wextra -Werror -pthread -I. -MMD -MP -fno-omit-frame-pointer \
 	-fsanitize=address,undefined -fno-sanitize-recover=undefined
-# What the readers need, and no attention variant or op: the fuzz build stays small. The objects go into an
-# archive, so that the linker takes only those the targets reach (a dataset file using ops is left out).
-FUZZ_SRC := $(wildcard engine/*.cpp datasets/*.cpp) models/module.cpp models/attention/options.cpp
+# What the readers need, and no attention variant or op but the quantized products: the fuzz build stays small.
+# The objects go into an archive, so that the linker takes only those the targets reach (a dataset file using ops
+# is left out).
+FUZZ_SRC := $(wildcard engine/*.cpp datasets/*.cpp) models/module.cpp models/attention/options.cpp models/quantized.cpp \
+	$(wildcard ops/quant*.cpp)
 FUZZ_OBJ := $(FUZZ_SRC:%.cpp=$(FUZZ_DIR)/obj/%.o)
 FUZZ_MAIN_OBJ := $(FUZZ_DIR)/obj/tests/fuzz/targets.o
 -include $(FUZZ_OBJ:.o=.d) $(FUZZ_MAIN_OBJ:.o=.d)

@@ -7,6 +7,10 @@
 #include "engine/error.h"
 #include "engine/safe_text.h"
 
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
+
 namespace eng {
 namespace {
 
@@ -23,8 +27,12 @@ CpuFeatures detect() {
   f.avx512bw = __builtin_cpu_supports("avx512bw");
   f.avx512vl = __builtin_cpu_supports("avx512vl");
   f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+  f.avx512vnni = __builtin_cpu_supports("avx512vnni");
 #elif defined(__aarch64__)
   f.neon = true;  // Advanced SIMD is mandatory on AArch64
+#if defined(__linux__)
+  f.neon_dotprod = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#endif
 #endif
   return f;
 }

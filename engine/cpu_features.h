@@ -12,6 +12,8 @@ enum class SimdLevel { Scalar = 0, Neon = 1, Avx2 = 2, Avx512 = 3, Avx512Bf16 = 
 struct CpuFeatures {
   bool avx2 = false, fma = false, avx512f = false, avx512bw = false, avx512vl = false, avx512bf16 = false,
        neon = false;
+  // Extensions that only the quantized products (ops/quant.h) take, within the avx512 and neon levels.
+  bool avx512vnni = false, neon_dotprod = false;
 };
 
 const CpuFeatures& cpu_features();

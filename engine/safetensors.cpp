@@ -45,7 +45,7 @@ bool parse_dtype(const std::string& s, DType& out, Half& half) {
     out = DType::F32;
     return true;
   }
-  for (DType t : {DType::F32, DType::F64, DType::I64})
+  for (DType t : {DType::F32, DType::F64, DType::I64, DType::U8})
     if (s == safetensors_dtype_name(t)) {
       out = t;
       return true;
@@ -126,7 +126,7 @@ class HeaderReader {
     e.name = name;
     if (!dtype->is_string()) error(t, "\"dtype\" is ", json_type_name(dtype->type()), ", not a string");
     if (!parse_dtype(dtype->as_string(), e.dtype, e.half))
-      error(t, "unsupported dtype ", quote(dtype->as_string()), " (supported: F32, F64, I64, F16, BF16)");
+      error(t, "unsupported dtype ", quote(dtype->as_string()), " (supported: F32, F64, I64, U8, F16, BF16)");
 
     if (!shape->is_array()) error(t, "\"shape\" is ", json_type_name(shape->type()), ", not an array");
     for (const Json& d : shape->as_array()) {
@@ -184,7 +184,9 @@ class HeaderReader {
 
 }  // namespace
 
-const char* safetensors_dtype_name(DType t) { return t == DType::F32 ? "F32" : t == DType::F64 ? "F64" : "I64"; }
+const char* safetensors_dtype_name(DType t) {
+  return t == DType::F32 ? "F32" : t == DType::F64 ? "F64" : t == DType::U8 ? "U8" : "I64";
+}
 
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata) {

@@ -1,6 +1,6 @@
 // Checkpoints in the safetensors format (https://github.com/huggingface/safetensors):
 //   u64 little-endian N | N bytes of JSON header, space-padded to a multiple of 8 | raw data
-// The header maps each tensor name to {"dtype": "F32"|"F64"|"I64"|"F16"|"BF16", "shape": [...],
+// The header maps each tensor name to {"dtype": "F32"|"F64"|"I64"|"U8"|"F16"|"BF16", "shape": [...],
 // "data_offsets": [begin, end]} (byte offsets relative to the start of the data section) and may
 // hold "__metadata__": {string: string}. Tensor data is little-endian, row-major, and tiles the data
 // section exactly: no gaps, no overlaps. Errors throw eng::Error "safetensors: <path>: <what>".
@@ -31,7 +31,7 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
 // are widened to F32 (exactly). Only a regular file is read: a FIFO, a device or a directory is refused without blocking on it.
 SafetensorsFile load_safetensors(const std::string& path);
 
-// The safetensors spelling of a dtype: "F32", "F64", "I64".
+// The safetensors spelling of a dtype: "F32", "F64", "I64", "U8".
 const char* safetensors_dtype_name(DType t);
 
 }  // namespace eng

@@ -8,6 +8,7 @@
 #include "engine/parse_number.h"
 #include "engine/safe_text.h"
 #include "engine/safetensors.h"
+#include "models/quantized.h"
 
 namespace eng {
 
@@ -59,16 +60,26 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Modu
             "' metadata (not written by save_checkpoint, or its header was damaged)");
   ENG_CHECK(sum.intact(), "checkpoint ", path, ": the tensor data is corrupt (CRC-32 ", sum.actual,
             ", the header records ", sum.recorded, ")");
+  ENG_CHECK(!(optimizer && has_quantized_weights(f.metadata)), "checkpoint ", path, ": holds quantized weights (an ",
+            "inference-only file written by quantize): training resumes from an f32 checkpoint");
   std::map<std::string, Tensor> by_name(f.tensors.begin(), f.tensors.end());
   auto params = model.named_parameters();
-  std::set<std::string> expected;
+  std::set<std::string> expected, quantized, quantizable;
+  for (const auto& [name, p] : model.named_quantizable()) quantizable.insert(name);
   for (const auto& [name, p] : params) {
     expected.insert("model." + name);
     auto it = by_name.find("model." + name);
     ENG_CHECK(it != by_name.end(), "checkpoint ", path, ": parameter '", name, "' is missing");
+    if (check_quantized_parameter(path, name, p, it->second, quantizable.count(name) > 0, f.metadata)) {
+      quantized.insert(name);
+      continue;
+    }
+    ENG_CHECK(p.dtype() != DType::U8, "checkpoint ", path, ": parameter '", name, "' is f32 in the file but ",
+              "quantized in the model: load it into a model that was not quantized");
     ENG_CHECK(it->second.shape() == p.shape(), "checkpoint ", path, ": parameter '", name, "' has shape ",
               it->second.shape(), ", the model has ", p.shape());
   }
+  check_quant_keys(path, f.metadata, std::vector<std::string>(expected.begin(), expected.end()));
   auto buffers = model.named_buffers();
   for (const auto& [name, b] : buffers) {
     expected.insert("buffer." + name);
@@ -99,7 +110,10 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Modu
       fail("checkpoint ", path, ": ", e.what());
     }
   }
-  for (const auto& [name, p] : params) p.copy_from(by_name.at("model." + name));
+  for (const auto& [name, p] : params) {
+    const Tensor& t = by_name.at("model." + name);
+    quantized.count(name) ? adopt_quantized(p, t) : p.copy_from(t);
+  }
   for (const auto& [name, b] : buffers) b.copy_from(by_name.at("buffer." + name));
   return f.metadata;
 }

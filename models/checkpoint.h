@@ -17,7 +17,8 @@ void save_checkpoint(const std::string& path, const Module& model, const Optimiz
 
 // Loads parameters (and optimizer state when `optimizer` is given) in place and returns the metadata.
 // Every parameter must be present with its shape, and no unknown "model." key may appear; errors name
-// the file and the tensor. Nothing is changed when any check fails.
+// the file and the tensor. Nothing is changed when any check fails. Quantized parameters (models/quantized.h) are
+// taken as they are in the file, and only without an optimizer: such a file is for inference.
 std::map<std::string, std::string> load_checkpoint(const std::string& path, Module& model, Optimizer* optimizer);
 
 // The CRC-32 save_checkpoint records over the tensor data ("checksum.crc32") beside the one the data has now.

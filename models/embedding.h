@@ -1,5 +1,6 @@
 // Token embedding: ids (i64, any shape) -> vectors [..., dim]. Initialised N(0, 1) like PyTorch's
-// nn.Embedding; models that want a smaller scale pass `init_std`.
+// nn.Embedding; models that want a smaller scale pass `init_std`. For inference the table may be quantized
+// (models/quantized.h): its rows are then dequantized as they are looked up.
 #pragma once
 #include "engine/rng.h"
 #include "models/module.h"

@@ -1,5 +1,7 @@
 #include "models/module.h"
 
+#include <algorithm>
+
 #include "engine/cuda.h"
 #include "engine/error.h"
 
@@ -44,6 +46,28 @@ std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
   std::vector<std::pair<std::string, Tensor>> out;
   collect("", true, out);
   return out;
+}
+
+void Module::set_quantizable(const std::string& name, bool on) {
+  bool registered = false;
+  for (auto& [n, p] : params_) registered |= n == name;
+  ENG_CHECK(registered, "set_quantizable: no parameter '", name, "'");
+  quantizable_.erase(std::remove(quantizable_.begin(), quantizable_.end(), name), quantizable_.end());
+  if (on) quantizable_.push_back(name);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_quantizable() const {
+  std::vector<std::pair<std::string, Tensor>> all = named_parameters(), out;
+  std::vector<std::string> names;
+  collect_quantizable("", names);
+  for (auto& [n, p] : all)
+    if (std::find(names.begin(), names.end(), n) != names.end()) out.emplace_back(n, p);
+  return out;
+}
+
+void Module::collect_quantizable(const std::string& prefix, std::vector<std::string>& out) const {
+  for (const std::string& n : quantizable_) out.push_back(prefix + n);
+  for (const auto& [n, c] : children_) c->collect_quantizable(prefix + n + ".", out);
 }
 
 std::vector<Tensor> Module::parameters() const {

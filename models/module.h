@@ -25,6 +25,10 @@ class Module {
   int64_t num_parameters() const;
   // Every buffer of this module and its children, named like parameters; checkpoints save them too.
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  // The parameters inference may hold quantized (ops/quant.h, models/quantized.h), named like parameters: the
+  // weights of Linear layers and embedding tables, except where a layer reads its weight other than through its
+  // own forward().
+  std::vector<std::pair<std::string, Tensor>> named_quantizable() const;
 
   // Training mode (dropout active) for this module and all children.
   void train(bool on = true);
@@ -47,11 +51,15 @@ class Module {
   Tensor register_buffer(const std::string& name, Tensor t);
   // Registers a child owned by the caller (a member, or held in a unique_ptr); it must outlive this.
   void register_module(const std::string& name, Module& child);
+  // Marks the registered parameter `name` as one inference may quantize, or unmarks it.
+  void set_quantizable(const std::string& name, bool on);
 
  private:
   void collect(const std::string& prefix, bool buffers, std::vector<std::pair<std::string, Tensor>>& out) const;
+  void collect_quantizable(const std::string& prefix, std::vector<std::string>& out) const;
   std::vector<std::pair<std::string, Tensor>> params_, buffers_;
   std::vector<std::pair<std::string, Module*>> children_;
+  std::vector<std::string> quantizable_;
   bool training_ = true;
 };
 

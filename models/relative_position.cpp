@@ -51,6 +51,7 @@ RelativePosition::RelativePosition(int64_t d_model, int64_t heads, Rng& rng)
   ENG_CHECK(heads >= 1 && d_model % heads == 0, "relative position: d_model ", d_model, " is not divisible by heads ",
             heads);
   register_module("r_proj", r_proj);
+  r_proj.keep_f32();  // position_bias reads W_{k,R} itself
   NoGradGuard no_grad;
   u = register_parameter("u", mul_scalar(randn({heads, head_dim_}, rng), 0.02));
   v = register_parameter("v", mul_scalar(randn({heads, head_dim_}, rng), 0.02));

@@ -263,9 +263,9 @@ TEST_CASE("safetensors: hostile files are refused with a precise message") {
   CHECK(load_error(p, st_bytes(one(R"({"dtype":4,"shape":[],"data_offsets":[0,4]})"))) ==
         "tensor \"t\": \"dtype\" is an integer, not a string");
   CHECK(load_error(p, st_bytes(one(entry("F8_E4M3", "[2]", "[0,2]")), "12")) ==
-        "tensor \"t\": unsupported dtype \"F8_E4M3\" (supported: F32, F64, I64, F16, BF16)");
+        "tensor \"t\": unsupported dtype \"F8_E4M3\" (supported: F32, F64, I64, U8, F16, BF16)");
   CHECK(load_error(p, st_bytes(one(entry("f32", "[2]", "[0,8]")), f32x2)) ==
-        "tensor \"t\": unsupported dtype \"f32\" (supported: F32, F64, I64, F16, BF16)");
+        "tensor \"t\": unsupported dtype \"f32\" (supported: F32, F64, I64, U8, F16, BF16)");
   CHECK(load_error(p, st_bytes(one(entry("BF16", "[2]", "[0,8]")), f32x2)) ==
         "tensor \"t\": data_offsets [0,8] hold 8 bytes, but BF16 shape [2] needs 4");
 

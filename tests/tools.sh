@@ -11,6 +11,7 @@ train() { "${runner[@]}" "$build/train" "$@"; }
 embed() { "${runner[@]}" "$build/embed" "$@"; }
 bench() { "${runner[@]}" "$build/bench" "$@"; }
 inspect() { "${runner[@]}" "$build/inspect" "$@"; }
+quantize() { "${runner[@]}" "$build/quantize" "$@"; }
 tokenizer() { "${runner[@]}" "$build/tokenizer" "$@"; }
 convert() { "${runner[@]}" "$build/convert" "$@"; }
 generate() { "${runner[@]}" "$build/generate" "$@"; }

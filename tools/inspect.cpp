@@ -1,5 +1,6 @@
 // inspect: lists the metadata and tensors of a safetensors checkpoint and checks its data against the CRC-32
-// that save_checkpoint records. Every string from the file is printed through terminal_text, so that a name or a
+// that save_checkpoint records; quantized tensors (docs/checkpoint.md) are shown with their format and logical shape.
+// Every string from the file is printed through terminal_text, so that a name or a
 // metadata value cannot reach the terminal as an escape sequence.
 //   build/inspect [--stats] FILE.safetensors
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "engine/safe_text.h"
 #include "engine/safetensors.h"
 #include "models/checkpoint.h"
+#include "ops/quant.h"
 
 using namespace eng;
 
@@ -47,6 +49,23 @@ std::string stats(const Tensor& t) {
   return s;
 }
 
+// A tensor the metadata records as quantized (models/quantized.h: "quant.<name>"): its format and logical shape,
+// and its values dequantized for --stats; nothing for other tensors, or when the blocks do not fit the format.
+struct Quantized {
+  std::string label;
+  Tensor values;
+};
+Quantized quantized(const SafetensorsFile& f, const std::string& name, const Tensor& t) {
+  const auto it = f.metadata.find("quant." + name);
+  QuantFormat format;
+  if (it == f.metadata.end() || !parse_quant_format(it->second, format) || t.dtype() != DType::U8 || t.dim() != 3 ||
+      t.size(2) != quant_block_bytes(format) || t.size(1) == 0)
+    return {};
+  return {std::string("  ") + quant_format_name(format) + " blocks of " +
+              shape_str({t.size(0), t.size(1) * kQuantBlock}),
+          dequantize(t, format)};
+}
+
 int run(int argc, char** argv) {
   Cli cli("inspect", "Prints a safetensors file's metadata, its checksum state, then one line per tensor: name, "
           "dtype, shape. Exit status 1 when the data does not match its recorded CRC-32.");
@@ -73,8 +92,13 @@ int run(int argc, char** argv) {
   }
   int64_t total = 0;
   for (const auto& [name, t] : f.tensors) {
-    std::printf("%s  %s  %s%s\n", terminal_text(name).c_str(), safetensors_dtype_name(t.dtype()),
-                shape_str(t.shape()).c_str(), want_stats ? stats(t).c_str() : "");
+    const Quantized q = quantized(f, name, t);
+    const std::string values = !want_stats            ? ""
+                               : q.values.defined()   ? stats(q.values)
+                               : t.dtype() == DType::U8 ? "  (bytes)"
+                                                        : stats(t);
+    std::printf("%s  %s  %s%s%s\n", terminal_text(name).c_str(), safetensors_dtype_name(t.dtype()),
+                shape_str(t.shape()).c_str(), q.label.c_str(), values.c_str());
     total += t.numel();
   }
   std::printf("total: %lld elements\n", (long long)total);

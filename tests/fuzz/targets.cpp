@@ -15,6 +15,7 @@
 #include "engine/error.h"
 #include "engine/rng.h"
 #include "engine/safetensors.h"
+#include "models/quantized.h"
 #include "models/attention/attention.h"
 
 namespace eng::fuzz {
@@ -57,6 +58,41 @@ int safetensors(const uint8_t* data, size_t size) {
   return expect_result_or_error([&] {
     SafetensorsFile f = load_safetensors(path);
     for (const auto& [name, t] : f.tensors) (void)t.numel();
+  });
+}
+
+namespace {
+
+// A layer with one quantizable [4, 64] weight and an f32 bias, as a Linear layer registers them.
+struct QuantizableLayer : Module {
+  Tensor weight, bias;
+  QuantizableLayer() {
+    weight = register_parameter("weight", zeros({4, 64}));
+    bias = register_parameter("bias", zeros({4}));
+    set_quantizable("weight", true);
+  }
+};
+
+}  // namespace
+
+int quantized(const uint8_t* data, size_t size) {
+  const std::string path = write_input(data, size);
+  return expect_result_or_error([&] {
+    // load_checkpoint's checks of quantized tensors, without its CRC-32, which a mutated input seldom keeps.
+    const SafetensorsFile f = load_safetensors(path);
+    QuantizableLayer layer;
+    std::vector<std::string> names;
+    for (const auto& [name, p] : layer.named_parameters()) {
+      names.push_back("model." + name);
+      for (const auto& [key, t] : f.tensors) {
+        if (key != "model." + name || !check_quantized_parameter(path, name, p, t, name == "weight", f.metadata))
+          continue;
+        const QuantFormat format = quant_format_of(t, "fuzz");  // what Linear and Embedding then do with it
+        (void)quant_linear(ones({3, 64}), t, format, layer.bias);
+        (void)quant_embedding(t, format, from_vector(std::vector<double>{0, 3, 1}, {3}, DType::I64));
+      }
+    }
+    check_quant_keys(path, f.metadata, names);
   });
 }
 
@@ -173,7 +209,8 @@ const std::vector<Target>& targets() {
   static const std::vector<Target> all{
       {"safetensors", safetensors}, {"idx", idx},     {"cifar10", cifar10},     {"text", text},
       {"gunzip", gunzip},           {"cli", cli},     {"tokenizer_json", tokenizer_json},
-      {"gpt2_vocab", gpt2_vocab},   {"tokenizer_bin", tokenizer_bin},           {"tokenize", tokenize}};
+      {"gpt2_vocab", gpt2_vocab},   {"tokenizer_bin", tokenizer_bin},           {"tokenize", tokenize},
+      {"quantized", quantized}};
   return all;
 }
 

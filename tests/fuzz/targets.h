@@ -20,6 +20,7 @@ int tokenizer_json(const uint8_t* data, size_t size);  // a tokenizer.json, then
 int gpt2_vocab(const uint8_t* data, size_t size);      // vocab.json '\0' merges.txt
 int tokenizer_bin(const uint8_t* data, size_t size);   // llama2.c's tokenizer.bin
 int tokenize(const uint8_t* data, size_t size);        // any bytes: encode then decode gives them back (both kinds)
+int quantized(const uint8_t* data, size_t size);       // a quantized checkpoint's tensors (models/quantized.h)
 
 struct Target {
   const char* name;

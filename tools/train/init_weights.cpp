@@ -2,6 +2,7 @@
 
 #include "engine/error.h"
 #include "engine/safe_text.h"
+#include "models/quantized.h"
 
 namespace eng::jobs {
 
@@ -21,7 +22,10 @@ void check_same(const std::string& path, const std::string& key, const std::map<
 
 void init_weights(const std::string& path, Module& model, const RunConfig& config) {
   // The metadata is compared before load_checkpoint changes anything (it changes nothing when its own checks fail).
-  const RunConfig theirs = read_run_config(load_safetensors(path).metadata);
+  const std::map<std::string, std::string> metadata = load_safetensors(path).metadata;
+  ENG_CHECK(!has_quantized_weights(metadata), "train: --init ", path, ": holds quantized weights (an inference-only ",
+            "file written by quantize): train from an f32 checkpoint");
+  const RunConfig theirs = read_run_config(metadata);
   const auto tokenizer = config.task.find("tokenizer");
   ENG_CHECK(!theirs.task.count("tokenizer") || tokenizer != config.task.end(), "train: --init ", path,
             ": the checkpoint was trained on the tokens of a tokenizer; give that tokenizer with --tokenizer");

@@ -1,0 +1,38 @@
+// Inference-only quantized models: every quantizable parameter (Module::named_quantizable: Linear weights and
+// embedding tables) whose last dimension is a multiple of 32 replaced in place by its q8_0 or q4_0 blocks
+// (ops/quant.h), which Linear and Embedding then read directly; norms, biases, positions and any other parameter
+// stay f32. No gradient flows through a quantized weight, and training refuses such a model or checkpoint.
+//
+// In a checkpoint (docs/checkpoint.md) a quantized parameter "model.<name>" is stored as its u8 blocks
+// [N, K/32, B] (safetensors dtype "U8"), and the metadata key "quant.model.<name>" names its format ("q8_0" or
+// "q4_0"); a file with such keys holds no optimizer state.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "models/module.h"
+#include "ops/quant.h"
+
+namespace eng {
+
+// Quantizes the model's quantizable f32 parameters in place; returns the names quantized.
+std::vector<std::string> quantize_model(Module& model, QuantFormat f);
+// "quant.model.<name>" -> format, for each quantized parameter of the model.
+std::map<std::string, std::string> quant_metadata(const Module& model);
+// Whether a checkpoint's metadata records quantized tensors.
+bool has_quantized_weights(const std::map<std::string, std::string>& metadata);
+
+// For load_checkpoint, once per parameter `name` of the model (p) and its tensor in the file (t): true when the file
+// holds it quantized, after checking that t is valid blocks of p's shape in the recorded format and that the
+// layer may hold it quantized (`quantizable`); false for an f32 entry. Throws naming `path` and the parameter
+// otherwise, and for a u8 tensor without its "quant." key.
+bool check_quantized_parameter(const std::string& path, const std::string& name, const Tensor& p, const Tensor& t,
+                               bool quantizable, const std::map<std::string, std::string>& metadata);
+// Every "quant." metadata key must name a tensor of the file: throws naming `path` and the key otherwise.
+void check_quant_keys(const std::string& path, const std::map<std::string, std::string>& metadata,
+                      const std::vector<std::string>& tensor_names);
+// Points the parameter p at the quantized blocks t in place (the layers holding p see them).
+void adopt_quantized(const Tensor& p, const Tensor& t);
+
+}  // namespace eng
