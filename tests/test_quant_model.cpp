@@ -74,7 +74,7 @@ TEST_CASE("quant: a KV-cache and an RNN-form model generate from q8_0 and q4_0 w
       // Every Linear weight (4 per attention layer, 2 per FFN, the head) and the token table; not the positions.
       CHECK(names.size() == 2 * 6 + 2);
       CHECK(q.embed.tokens.weight.dtype() == DType::U8);
-      CHECK(q.head.weight.dtype() == DType::U8);
+      CHECK(q.head->weight.dtype() == DType::U8);
       const std::vector<double> got = step_logits(q, 6);
       double worst = 0;
       for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::fabs(got[i] - ref[i]));
