@@ -24,7 +24,11 @@ Storage::Storage(size_t n, Device d) : nbytes(n), device(d) {
   data = d == Device::CUDA ? cuda::allocate(n) : allocator::allocate(n);
 }
 
+Storage::Storage(const void* d, size_t n, std::shared_ptr<const void> k)
+    : data(const_cast<void*>(d)), nbytes(n), keeper(std::move(k)), read_only(true) {}
+
 Storage::~Storage() {
+  if (read_only) return;  // a view: the keeper's reference goes with this storage
   if (device == Device::CUDA)
     cuda::release(data, nbytes);
   else
@@ -80,6 +84,11 @@ void check_host_readable(const Tensor& t, const char* accessor) {
             "; CPU code cannot read it: copy it with to_device(t, Device::CPU)");
 }
 
+void check_writable(const Tensor& t, const char* op) {
+  ENG_CHECK(!t.storage()->read_only, op, ": tensor of shape ", t.shape(), " views read-only memory (a mapped or ",
+            "caller's checkpoint); clone() it for a copy that can be written");
+}
+
 void check_on_cuda(const Tensor& t, const char* accessor) {
   ENG_CHECK(t.device() == Device::CUDA, accessor, ": tensor of shape ", t.shape(), " is on ", device_name(t.device()),
             ", not cuda: use data() for host memory");
@@ -119,6 +128,7 @@ void* Tensor::raw_device_data() const {
 
 Tensor& Tensor::set_requires_grad(bool on) {
   ENG_CHECK(!on || is_floating(dtype()), "set_requires_grad: an i64 tensor of shape ", shape(), " cannot require grad");
+  if (on) check_writable(*this, "set_requires_grad");
   ENG_CHECK(is_leaf() || on, "set_requires_grad: cannot turn off gradients of a non-leaf tensor; use detach()");
   impl_->requires_grad = on;
   return *this;
@@ -227,6 +237,7 @@ double Tensor::at(std::initializer_list<int64_t> index) const {
 }
 
 void Tensor::set_at(std::initializer_list<int64_t> index, double v) const {
+  check_writable(*this, "set_at");
   write_element(*this, flat_offset(*this, index, "set_at"), v);
 }
 
@@ -243,6 +254,7 @@ std::vector<double> Tensor::to_vector() const {
 
 void Tensor::copy_from(const Tensor& src) const {
   ENG_CHECK(src.shape() == shape(), "copy_from: source shape ", src.shape(), " != destination shape ", shape());
+  check_writable(*this, "copy_from");
   if (device() == Device::CUDA || src.device() == Device::CUDA) return copy_across_devices(*this, src);
   ENG_DISPATCH_ALL(dtype(), D, ENG_DISPATCH_ALL(src.dtype(), S, {
     D* dst = static_cast<D*>(impl_->storage->data);
@@ -253,6 +265,7 @@ void Tensor::copy_from(const Tensor& src) const {
 }
 
 void Tensor::fill(double v) const {
+  check_writable(*this, "fill");
   if (device() == Device::CUDA) {
     // fill is for initialisation: one host buffer and one copy serve any value and strides without a kernel
     if (v == 0 && !std::signbit(v) && is_contiguous())
@@ -330,6 +343,18 @@ Tensor empty_on(const Shape& shape, DType dtype, Device device) {
   for (int64_t s : shape) ENG_CHECK(s >= 0, "empty: negative size in shape ", shape);
   auto t = std::make_shared<TensorImpl>();
   t->storage = std::make_shared<Storage>(size_t(shape_numel(shape)) * dtype_size(dtype), device);
+  t->shape = shape;
+  t->strides = contiguous_strides(shape);
+  t->dtype = dtype;
+  return Tensor(t);
+}
+
+Tensor view_memory(const void* data, const Shape& shape, DType dtype, std::shared_ptr<const void> keeper) {
+  for (int64_t s : shape) ENG_CHECK(s >= 0, "view_memory: negative size in shape ", shape);
+  ENG_CHECK(reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) == 0, "view_memory: address ", data,
+            " is not aligned to the ", dtype_size(dtype), "-byte elements of ", dtype_name(dtype));
+  auto t = std::make_shared<TensorImpl>();
+  t->storage = std::make_shared<Storage>(data, size_t(shape_numel(shape)) * dtype_size(dtype), std::move(keeper));
   t->shape = shape;
   t->strides = contiguous_strides(shape);
   t->dtype = dtype;
