@@ -93,11 +93,11 @@ Generator::Generator(const LanguageModel& model)
   for (size_t i = 0; i < model.layers.size(); ++i) {
     LayerState st;
     if (linear_) {
-      st.s.resize(size_t(heads_ * head_dim_ * head_dim_));
-      st.z.resize(size_t(heads_ * head_dim_));
+      st.s.reset(new float[size_t(heads_ * head_dim_ * head_dim_)]);
+      st.z.reset(new float[size_t(heads_ * head_dim_)]);
     } else {
-      st.k.resize(kv * size_t(max_len_));
-      st.v.resize(kv * size_t(max_len_));
+      st.k.reset(new float[kv * size_t(max_len_)]);
+      st.v.reset(new float[kv * size_t(max_len_)]);
     }
     states_.push_back(std::move(st));
   }
@@ -169,14 +169,14 @@ void Generator::attention(size_t layer, const float* x, float* out) {
 void Generator::softmax_heads(LayerState& st, float scale) {
   const int64_t t = length_, Dh = head_dim_, per_group = heads_ / groups_;
   for (int64_t g = 0; g < groups_; ++g) {
-    std::copy_n(k_.data() + g * Dh, Dh, st.k.data() + (g * max_len_ + t) * Dh);
-    std::copy_n(v_.data() + g * Dh, Dh, st.v.data() + (g * max_len_ + t) * Dh);
+    std::copy_n(k_.data() + g * Dh, Dh, st.k.get() + (g * max_len_ + t) * Dh);
+    std::copy_n(v_.data() + g * Dh, Dh, st.v.get() + (g * max_len_ + t) * Dh);
   }
   const VecKernels& vk = vec_kernels();
   for (int64_t h = 0; h < heads_; ++h) {
     const int64_t g = h / per_group;
-    const float* K = st.k.data() + g * max_len_ * Dh;
-    const float* V = st.v.data() + g * max_len_ * Dh;
+    const float* K = st.k.get() + g * max_len_ * Dh;
+    const float* V = st.v.get() + g * max_len_ * Dh;
     const float* q = q_.data() + h * Dh;
     for (int64_t j = 0; j <= t; ++j) scores_[size_t(j)] = vk.dot(q, K + j * Dh, Dh) * scale;
     vk.softmax_row(scores_.data(), scores_.data(), t + 1);
@@ -205,8 +205,8 @@ void Generator::linear_heads(LayerState& st, bool relu, float eps) {
     const float* fk = k_.data() + (h / per_group) * Dh;
     const float* v = v_.data() + (h / per_group) * Dh;
     const float* fq = q_.data() + h * Dh;
-    float* s = st.s.data() + h * Dh * Dh;
-    float* z = st.z.data() + h * Dh;
+    float* s = st.s.get() + h * Dh * Dh;
+    float* z = st.z.get() + h * Dh;
     if (length_ == 0) {  // a new sequence starts from s = 0, z = 0
       std::fill(s, s + Dh * Dh, 0.0f);
       std::fill(z, z + Dh, 0.0f);

@@ -1,8 +1,8 @@
 // Generation without a heap allocation per token: the recurrent form of a decoder-only LanguageModel for one
 // sequence, on buffers sized once in the constructor (the activations of one position; each layer's KV cache of
 // max_len positions, or its linear-attention state), with the kernels called on raw rows. No Tensor, autograd node
-// or growing container is made in step(): LanguageModel::step makes ~1,200 of them per token on a 2-layer model
-// (Tensor handles, storages, graph-free op results), this none. LanguageModel::step is the reference
+// or growing container is made in step(), where LanguageModel::step calls operator new ~3,100 times per token on a
+// 6-layer model (Tensor handles, storages, shapes, op closures; docs/checkpoint.md). LanguageModel::step is the reference
 // (tests/test_generator.cpp: the same logits at every position to f32 rounding, the same greedy tokens, and not one
 // allocation from the engine's allocator or operator new in step(), the first one included).
 //
@@ -12,6 +12,7 @@
 // Katharopoulos et al. 2020), f32 weights on the CPU, dropout off. unsupported() says why another model is not.
 // Weights are read through the model's parameter handles at every step, so the model must outlive the generator.
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,9 +33,11 @@ class Generator {
   void reset() { length_ = 0; }  // a new sequence; the buffers stay
 
  private:
+  // Left uninitialised (new float[]): a KV cache is read only where written, s and z are zeroed at position 0,
+  // so no page is touched before generation reaches it.
   struct LayerState {
-    std::vector<float> k, v;  // softmax: [G, max_len, Dh] each
-    std::vector<float> s, z;  // linear: [H, Dh, Dh] and [H, Dh]
+    std::unique_ptr<float[]> k, v;  // softmax: [G, max_len, Dh] each
+    std::unique_ptr<float[]> s, z;  // linear: [H, Dh, Dh] and [H, Dh]
   };
   void attention(size_t layer, const float* x, float* out);
   void softmax_heads(LayerState& st, float scale);
