@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <algorithm>
 #include <map>
@@ -67,6 +68,9 @@ double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
+// The process's CPU time: on a shared machine, a figure other programs' load does not inflate as it does wall time.
+double cpu_ms() { return 1000.0 * double(std::clock()) / CLOCKS_PER_SEC; }
+
 double peak_rss_mb() {
   struct rusage u {};
   getrusage(RUSAGE_SELF, &u);
@@ -124,7 +128,7 @@ int run(int argc, char** argv) {
     const int64_t id = next(prompt[size_t(t)]);
     if (t + 1 == length) out.push_back(id);
   }
-  const double first_ms = ms_since(start), first_rss = peak_rss_mb();
+  const double first_ms = ms_since(start), first_cpu = cpu_ms(), first_rss = peak_rss_mb();
   const auto after_first = std::chrono::steady_clock::now();
   const uint64_t blocks = allocator::stats().allocs;
   uint64_t heap = 0;
@@ -133,19 +137,21 @@ int run(int argc, char** argv) {
     while (int64_t(out.size()) < tokens) out.push_back(next(out.back()));
     heap = count.allocations();
   }
-  const double rest_ms = ms_since(after_first);
+  const double rest_ms = ms_since(after_first), rest_cpu = cpu_ms() - first_cpu;
   for (size_t i = 0; i < out.size(); ++i) std::printf("%s%lld", i ? "," : "", (long long)out[i]);
   std::printf("\n");
   if (stats) {
     const double file_mb = double(InputFile(path, "embed").size()) / (1024 * 1024), per = double(tokens - 1);
-    std::fprintf(stderr,
-                 "embed: %s %.1f MiB file (%lld tensors copied), %s; first token after %.1f ms, peak RSS %.1f MiB "
-                 "then (%.2fx the file), %.1f MiB at the end (%.2fx); per token after the first (%lld): %.0f us, "
-                 "%.1f heap allocations, %.1f allocator blocks\n",
-                 read ? "read" : "mapped", file_mb, (long long)file.copied, generator ? "Generator" : "LanguageModel::step",
-                 first_ms, first_rss, first_rss / file_mb, peak_rss_mb(), peak_rss_mb() / file_mb, (long long)(tokens - 1),
-                 per > 0 ? rest_ms * 1000 / per : 0.0, per > 0 ? double(heap) / per : 0.0,
-                 per > 0 ? double(allocator::stats().allocs - blocks) / per : 0.0);
+    const double end_rss = peak_rss_mb();
+    std::fprintf(stderr, "embed: %s %.1f MiB file (%lld tensors copied), %s\n", read ? "read" : "mapped", file_mb,
+                 (long long)file.copied, generator ? "Generator" : "LanguageModel::step");
+    std::fprintf(stderr, "embed: first token after %.1f ms (%.1f ms CPU), peak RSS %.1f MiB (%.2fx the file); at the "
+                 "end %.1f MiB (%.2fx)\n", first_ms, first_cpu, first_rss, first_rss / file_mb, end_rss,
+                 end_rss / file_mb);
+    if (per > 0)
+      std::fprintf(stderr, "embed: per token after the first (%lld): %.0f us (%.0f us CPU), %.1f heap allocations, "
+                   "%.1f allocator blocks\n", (long long)(tokens - 1), rest_ms * 1000 / per, rest_cpu * 1000 / per,
+                   double(heap) / per, double(allocator::stats().allocs - blocks) / per);
   }
   return 0;
 }

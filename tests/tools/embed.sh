@@ -55,5 +55,6 @@ done
 [ "$(embed "$dir/embed.infer.st" 5,3,7,2,1 10 2>&1)" = "$want" ] || same=1
 check "embed: the same tokens mapped or read, by Generator or LanguageModel::step, from the stripped copy" $same
 out=$(embed --stats "$dir/embed.st" 5,3,7,2,1 10 2>&1 >/dev/null)
-grep -Eq "^embed: mapped .* Generator; first token after .* per token after the first \(9\): [0-9]+ us, 0.0 heap allocations, 0.0 allocator blocks$" <<<"$out"
+grep -q "^embed: mapped .* Generator$" <<<"$out" && grep -q "^embed: first token after .* ms CPU), peak RSS" <<<"$out" &&
+  grep -Eq "^embed: per token after the first \(9\): [0-9]+ us \([0-9]+ us CPU\), 0.0 heap allocations, 0.0 allocator blocks$" <<<"$out"
 check "embed --stats: no allocation per token ($out)" $?
