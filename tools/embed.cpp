@@ -95,7 +95,9 @@ int run(int argc, char** argv) {
 
   // The file is read once: its metadata gives the model, its tensors the weights.
   const SafetensorsFile file = read ? load_safetensors(path) : map_safetensors(path);
+  const double opened_cpu = cpu_ms();
   LanguageModel model(model_config(path, file.metadata));
+  const double built_cpu = cpu_ms();
   const int64_t vocab = model.config().vocab, max_len = model.config().max_len;
   const std::vector<int64_t> prompt = parse_ids(args[1], vocab);
   const int64_t length = int64_t(prompt.size());
@@ -109,6 +111,7 @@ int run(int argc, char** argv) {
   else
     bind_checkpoint(file, path, model);  // the weights are the mapping's pages
   allocator::empty_cache();               // the initial weights the checkpoint replaced go back to the system
+  const double loaded_cpu = cpu_ms();
   model.eval();
 
   NoGradGuard no_grad;
@@ -148,6 +151,10 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "embed: first token after %.1f ms (%.1f ms CPU), peak RSS %.1f MiB (%.2fx the file); at the "
                  "end %.1f MiB (%.2fx)\n", first_ms, first_cpu, first_rss, first_rss / file_mb, end_rss,
                  end_rss / file_mb);
+    std::fprintf(stderr, "embed: CPU before the first step: %.1f ms until the file is open (program start included), "
+                 "%.1f ms to build the model "
+                 "(its initial weights), %.1f ms to load it (the CRC-32 reads all the data)\n", opened_cpu,
+                 built_cpu - opened_cpu, loaded_cpu - built_cpu);
     if (per > 0)
       std::fprintf(stderr, "embed: per token after the first (%lld): %.0f us (%.0f us CPU), %.1f heap allocations, "
                    "%.1f allocator blocks\n", (long long)(tokens - 1), rest_ms * 1000 / per, rest_cpu * 1000 / per,
