@@ -194,6 +194,13 @@ TEST_CASE("zero copy: a model bound to a mapped checkpoint equals one loaded by 
   bound.eval();
   NoGradGuard no_grad;
   CHECK(same_bits(copied.forward(ids), bound.forward(ids)));
+  // The same from a caller's buffer, which the caller keeps (no keeper).
+  const std::vector<uint8_t> bytes = read_file_bytes(path, "test");
+  LanguageModel from_buffer(other);
+  bind_checkpoint(view_safetensors(bytes.data(), bytes.size(), "buffer"), "buffer", from_buffer);
+  from_buffer.eval();
+  CHECK(same_bits(copied.forward(ids), from_buffer.forward(ids)));
+  CHECK(static_cast<const uint8_t*>(from_buffer.head.weight.raw_data()) > bytes.data());
   for (const auto& [name, p] : bound.named_parameters()) {
     CAPTURE(name);
     CHECK(p.storage()->read_only);
