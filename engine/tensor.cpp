@@ -10,6 +10,7 @@
 #include "engine/cuda.h"
 #include "engine/error.h"
 #include "engine/rng.h"
+#include "engine/skip_init.h"
 #include "engine/strided.h"
 
 namespace eng {
@@ -431,8 +432,17 @@ Tensor arange(int64_t n, DType dtype) {
   return t;
 }
 
+namespace {
+thread_local bool t_skip_random_init = false;
+}  // namespace
+
+SkipRandomInitGuard::SkipRandomInitGuard() : prev_(t_skip_random_init) { t_skip_random_init = true; }
+SkipRandomInitGuard::~SkipRandomInitGuard() { t_skip_random_init = prev_; }
+bool skipping_random_init() { return t_skip_random_init; }
+
 Tensor randn(const Shape& shape, Rng& rng, DType dtype) {
   Tensor t = empty(shape, dtype);
+  if (t_skip_random_init) return t;
   ENG_DISPATCH(dtype, T, {
     T* p = t.data<T>();
     for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = T(rng.normal());
@@ -442,6 +452,7 @@ Tensor randn(const Shape& shape, Rng& rng, DType dtype) {
 
 Tensor rand(const Shape& shape, Rng& rng, DType dtype, double lo, double hi) {
   Tensor t = empty(shape, dtype);
+  if (t_skip_random_init) return t;
   ENG_DISPATCH(dtype, T, {
     T* p = t.data<T>();
     for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = T(lo + (hi - lo) * rng.uniform());

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "engine/optim.h"
 #include "engine/rng.h"
 #include "engine/safetensors.h"
+#include "engine/skip_init.h"
 #include "models/checkpoint.h"
 #include "ops/reduce.h"
 #include "models/transformer.h"
@@ -236,4 +238,31 @@ TEST_CASE("zero copy: a corrupt checkpoint is refused by the inference load, the
   CHECK(error.rfind("checkpoint " + path + ": the tensor data is corrupt (CRC-32 ", 0) == 0);
   CHECK(same_bits(model.head.weight, before));
   CHECK_FALSE(model.head.weight.storage()->read_only);
+}
+
+TEST_CASE("zero copy: a model built without drawing its weights, then bound, equals one built and loaded as usual") {
+  Rng rng(3), same(3);
+  {
+    SkipRandomInitGuard skip;
+    CHECK(skipping_random_init());
+    CHECK(randn({2, 3}, rng).shape() == Shape{2, 3});
+    CHECK(rand({4}, rng).shape() == Shape{4});
+  }
+  CHECK_FALSE(skipping_random_init());
+  CHECK(same_bits(randn({5}, rng), randn({5}, same)));  // the guard drew nothing
+  TempDir dir;
+  const std::string path = dir.file("lm.safetensors");
+  LanguageModel trained(small_lm());
+  save_checkpoint(path, trained, nullptr, run_config_metadata({trained.config().to_map(), {}}));
+  std::unique_ptr<LanguageModel> skipped;
+  {
+    SkipRandomInitGuard skip;
+    skipped = std::make_unique<LanguageModel>(small_lm());
+  }
+  bind_checkpoint(map_safetensors(path), path, *skipped);
+  skipped->eval();
+  trained.eval();
+  const Tensor ids = from_vector(std::vector<double>{1, 4, 2, 9}, {1, 4}, DType::I64);
+  NoGradGuard no_grad;
+  CHECK(same_bits(trained.forward(ids), skipped->forward(ids)));
 }
