@@ -203,10 +203,10 @@ TEST_CASE("zero copy: a model bound to a mapped checkpoint equals one loaded by 
   from_buffer.eval();
   CHECK(same_bits(copied.forward(ids), from_buffer.forward(ids)));
   CHECK(static_cast<const uint8_t*>(from_buffer.head.weight.raw_data()) > bytes.data());
-  for (const auto& [name, p] : bound.named_parameters()) {
-    CAPTURE(name);
-    CHECK(p.storage()->read_only);
-    CHECK_FALSE(p.requires_grad());
+  for (const auto& param : bound.named_parameters()) {  // not a structured binding: CAPTURE takes it in a lambda
+    CAPTURE(param.first);
+    CHECK(param.second.storage()->read_only);
+    CHECK_FALSE(param.second.requires_grad());
   }
 
   // The inference-only file: parameters and buffers, no optimizer state, a checksum of its own.
