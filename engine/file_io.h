@@ -20,6 +20,7 @@ class InputFile {
   InputFile(const InputFile&) = delete;
   InputFile& operator=(const InputFile&) = delete;
   int64_t size() const { return size_; }
+  int fd() const { return fd_; }  // for mapping it (engine/mapped_file.h)
   // Reads exactly n bytes at `offset`; `what` names them in the error ("the header").
   void read_at(int64_t offset, void* out, size_t n, const std::string& what) const;
 

@@ -7,6 +7,7 @@
 #include "engine/error.h"
 #include "engine/file_io.h"
 #include "engine/json.h"
+#include "engine/mapped_file.h"
 
 namespace eng {
 
@@ -241,10 +242,29 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   file.commit();
 }
 
-SafetensorsFile load_safetensors(const std::string& path) {
+namespace {
+
+// The bytes of a file already in memory (a mapping or a caller's buffer), read like an InputFile.
+struct MemoryReader {
+  const uint8_t* bytes;
+  int64_t size_;
+  int64_t size() const { return size_; }
+  void read_at(int64_t offset, void* out, size_t n, const std::string&) const {
+    if (n) std::memcpy(out, bytes + offset, n);  // the layout checks keep [offset, offset + n) inside size_
+  }
+};
+
+// The header of a file, validated: its metadata and its tensors' entries, tiling the data section.
+struct Layout {
+  std::map<std::string, std::string> metadata;
+  std::vector<Entry> entries;  // in data order
+  int64_t data_start = 0;
+};
+
+template <class Reader>
+Layout read_layout(const Reader& in, const std::string& path) {
   check_host(path);
   auto error = [&](auto&&... parts) { fail_file(path, parts...); };
-  const InputFile in(path, "safetensors");
   const int64_t file_size = in.size();
   if (file_size < 8) error("file is ", file_size, " bytes, shorter than the 8-byte header length");
 
@@ -266,32 +286,79 @@ SafetensorsFile load_safetensors(const std::string& path) {
   }
   if (!header.is_object()) error("header is ", json_type_name(header.type()), ", not a JSON object");
 
-  const int64_t data_start = 8 + int64_t(n);
-  HeaderReader reader(path, int64_t(file_size) - data_start);
-  SafetensorsFile out;
-  std::vector<Entry> entries;
+  Layout out;
+  out.data_start = 8 + int64_t(n);
+  HeaderReader reader(path, file_size - out.data_start);
   for (const auto& [key, value] : header.as_object()) {
     if (key == "__metadata__")
       out.metadata = reader.metadata(value);
     else
-      entries.push_back(reader.entry(key, value));
+      out.entries.push_back(reader.entry(key, value));
   }
-  reader.check_layout(entries);
+  reader.check_layout(out.entries);
+  return out;
+}
 
-  for (const Entry& e : entries) {
-    Tensor t = empty(e.shape, e.dtype);
-    const std::string what = "the data of tensor " + quote(e.name);
-    if (e.half != Half::None) {
-      std::vector<uint16_t> bits(size_t(t.numel()));
-      if (e.end > e.begin) in.read_at(data_start + e.begin, bits.data(), size_t(e.end - e.begin), what);
-      float* p = t.data<float>();
-      for (size_t i = 0; i < bits.size(); ++i) p[i] = e.half == Half::F16 ? f16_to_f32(bits[i]) : bf16_to_f32(bits[i]);
-    } else if (e.end > e.begin) {
-      in.read_at(data_start + e.begin, t.raw_data(), size_t(e.end - e.begin), what);
+// One tensor's data read into a fresh tensor; F16 and BF16 widened exactly to F32.
+template <class Reader>
+Tensor read_entry(const Reader& in, const Layout& layout, const Entry& e) {
+  Tensor t = empty(e.shape, e.dtype);
+  if (e.end == e.begin) return t;
+  const std::string what = "the data of tensor " + quote(e.name);
+  if (e.half == Half::None) {
+    in.read_at(layout.data_start + e.begin, t.raw_data(), size_t(e.end - e.begin), what);
+    return t;
+  }
+  std::vector<uint16_t> bits(size_t(t.numel()));
+  in.read_at(layout.data_start + e.begin, bits.data(), size_t(e.end - e.begin), what);
+  float* p = t.data<float>();
+  for (size_t i = 0; i < bits.size(); ++i) p[i] = e.half == Half::F16 ? f16_to_f32(bits[i]) : bf16_to_f32(bits[i]);
+  return t;
+}
+
+// Tensors viewing `bytes` (the whole file) where their data is aligned to their element size; the format does not
+// align data (a header is padded to 8 bytes, but an odd number of f32 before an f64 shifts it by 4), so a
+// misaligned tensor is copied, and only that one.
+SafetensorsFile view_layout(const uint8_t* bytes, int64_t size, const std::string& path,
+                            const std::shared_ptr<const void>& keeper) {
+  const MemoryReader in{bytes, size};
+  Layout layout = read_layout(in, path);
+  SafetensorsFile out;
+  out.metadata = std::move(layout.metadata);
+  for (const Entry& e : layout.entries) {
+    const uint8_t* p = bytes + layout.data_start + e.begin;
+    const bool aligned = reinterpret_cast<uintptr_t>(p) % dtype_size(e.dtype) == 0;
+    if (e.end > e.begin && aligned && e.half == Half::None) {
+      out.tensors.emplace_back(e.name, view_memory(p, e.shape, e.dtype, keeper));
+      continue;
     }
-    out.tensors.emplace_back(e.name, t);
+    out.copied += e.end > e.begin ? 1 : 0;
+    out.tensors.emplace_back(e.name, read_entry(in, layout, e));
   }
   return out;
+}
+
+}  // namespace
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  const InputFile in(path, "safetensors");
+  Layout layout = read_layout(in, path);
+  SafetensorsFile out;
+  out.metadata = std::move(layout.metadata);
+  for (const Entry& e : layout.entries) out.tensors.emplace_back(e.name, read_entry(in, layout, e));
+  return out;
+}
+
+SafetensorsFile map_safetensors(const std::string& path) {
+  const std::shared_ptr<const MappedFile> file = MappedFile::open(path, "safetensors");
+  return view_layout(file->data(), int64_t(file->size()), path, file);
+}
+
+SafetensorsFile view_safetensors(const void* data, size_t size, const std::string& name,
+                                 std::shared_ptr<const void> keeper) {
+  ENG_CHECK(data || size == 0, "safetensors: ", name, ": null buffer of ", size, " bytes");
+  ENG_CHECK(size <= size_t(INT64_MAX), "safetensors: ", name, ": buffer of ", size, " bytes is too large");
+  return view_layout(static_cast<const uint8_t*>(data), int64_t(size), name, keeper);
 }
 
 }  // namespace eng

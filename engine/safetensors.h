@@ -6,6 +6,7 @@
 // section exactly: no gaps, no overlaps. Errors throw eng::Error "safetensors: <path>: <what>".
 #pragma once
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +18,9 @@ namespace eng {
 struct SafetensorsFile {
   std::vector<std::pair<std::string, Tensor>> tensors;  // in the order of their data in the file
   std::map<std::string, std::string> metadata;
+  // map_safetensors / view_safetensors: tensors copied instead of viewed, their data offset not being a multiple
+  // of their element size (none in a file save_safetensors writes with f32 tensors only).
+  int64_t copied = 0;
 };
 
 // Writes the tensors in the given order (non-contiguous views are written in logical row-major
@@ -30,6 +34,17 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
 // Reads and validates a whole file into fresh contiguous CPU tensors (no gradient tracking); F16 and BF16 tensors
 // are widened to F32 (exactly). Only a regular file is read: a FIFO, a device or a directory is refused without blocking on it.
 SafetensorsFile load_safetensors(const std::string& path);
+
+// The same checks, without reading the data: the file is mapped read-only (engine/mapped_file.h) and each tensor
+// is a read-only view of its bytes in the mapping (engine/tensor.h's Storage), which the views keep mapped after
+// this returns. Only pages that are touched become resident. A tensor whose data is not aligned to its element
+// size is copied, and so is an F16 / BF16 one, widened (SafetensorsFile::copied counts them). For inference: a view refuses writes and gradients.
+SafetensorsFile map_safetensors(const std::string& path);
+// The same over a file already in memory: `size` bytes at `data` (a device without a filesystem, weights linked
+// into the binary). `name` stands for the path in errors. The views hold `keeper`; a null keeper is the caller's
+// promise that the buffer outlives every tensor returned.
+SafetensorsFile view_safetensors(const void* data, size_t size, const std::string& name,
+                                 std::shared_ptr<const void> keeper = nullptr);
 
 // The safetensors spelling of a dtype: "F32", "F64", "I64", "U8".
 const char* safetensors_dtype_name(DType t);

@@ -10,6 +10,7 @@
 #include "engine/cuda.h"
 #include "engine/error.h"
 #include "engine/rng.h"
+#include "engine/skip_init.h"
 #include "engine/strided.h"
 
 namespace eng {
@@ -24,7 +25,11 @@ Storage::Storage(size_t n, Device d) : nbytes(n), device(d) {
   data = d == Device::CUDA ? cuda::allocate(n) : allocator::allocate(n);
 }
 
+Storage::Storage(const void* d, size_t n, std::shared_ptr<const void> k)
+    : data(const_cast<void*>(d)), nbytes(n), keeper(std::move(k)), read_only(true) {}
+
 Storage::~Storage() {
+  if (read_only) return;  // a view: the keeper's reference goes with this storage
   if (device == Device::CUDA)
     cuda::release(data, nbytes);
   else
@@ -80,6 +85,11 @@ void check_host_readable(const Tensor& t, const char* accessor) {
             "; CPU code cannot read it: copy it with to_device(t, Device::CPU)");
 }
 
+void check_writable(const Tensor& t, const char* op) {
+  ENG_CHECK(!t.storage()->read_only, op, ": tensor of shape ", t.shape(), " views read-only memory (a mapped or ",
+            "caller's checkpoint); clone() it for a copy that can be written");
+}
+
 void check_on_cuda(const Tensor& t, const char* accessor) {
   ENG_CHECK(t.device() == Device::CUDA, accessor, ": tensor of shape ", t.shape(), " is on ", device_name(t.device()),
             ", not cuda: use data() for host memory");
@@ -119,6 +129,7 @@ void* Tensor::raw_device_data() const {
 
 Tensor& Tensor::set_requires_grad(bool on) {
   ENG_CHECK(!on || is_floating(dtype()), "set_requires_grad: an i64 tensor of shape ", shape(), " cannot require grad");
+  if (on) check_writable(*this, "set_requires_grad");
   ENG_CHECK(is_leaf() || on, "set_requires_grad: cannot turn off gradients of a non-leaf tensor; use detach()");
   impl_->requires_grad = on;
   return *this;
@@ -227,6 +238,7 @@ double Tensor::at(std::initializer_list<int64_t> index) const {
 }
 
 void Tensor::set_at(std::initializer_list<int64_t> index, double v) const {
+  check_writable(*this, "set_at");
   write_element(*this, flat_offset(*this, index, "set_at"), v);
 }
 
@@ -243,6 +255,7 @@ std::vector<double> Tensor::to_vector() const {
 
 void Tensor::copy_from(const Tensor& src) const {
   ENG_CHECK(src.shape() == shape(), "copy_from: source shape ", src.shape(), " != destination shape ", shape());
+  check_writable(*this, "copy_from");
   if (device() == Device::CUDA || src.device() == Device::CUDA) return copy_across_devices(*this, src);
   ENG_DISPATCH_ALL(dtype(), D, ENG_DISPATCH_ALL(src.dtype(), S, {
     D* dst = static_cast<D*>(impl_->storage->data);
@@ -253,6 +266,7 @@ void Tensor::copy_from(const Tensor& src) const {
 }
 
 void Tensor::fill(double v) const {
+  check_writable(*this, "fill");
   if (device() == Device::CUDA) {
     // fill is for initialisation: one host buffer and one copy serve any value and strides without a kernel
     if (v == 0 && !std::signbit(v) && is_contiguous())
@@ -336,6 +350,18 @@ Tensor empty_on(const Shape& shape, DType dtype, Device device) {
   return Tensor(t);
 }
 
+Tensor view_memory(const void* data, const Shape& shape, DType dtype, std::shared_ptr<const void> keeper) {
+  for (int64_t s : shape) ENG_CHECK(s >= 0, "view_memory: negative size in shape ", shape);
+  ENG_CHECK(reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) == 0, "view_memory: address ", data,
+            " is not aligned to the ", dtype_size(dtype), "-byte elements of ", dtype_name(dtype));
+  auto t = std::make_shared<TensorImpl>();
+  t->storage = std::make_shared<Storage>(data, size_t(shape_numel(shape)) * dtype_size(dtype), std::move(keeper));
+  t->shape = shape;
+  t->strides = contiguous_strides(shape);
+  t->dtype = dtype;
+  return Tensor(t);
+}
+
 Tensor zeros_on(const Shape& shape, DType dtype, Device device) {
   if (device == Device::CPU) return zeros(shape, dtype);
   Tensor t = empty_on(shape, dtype, device);
@@ -406,8 +432,17 @@ Tensor arange(int64_t n, DType dtype) {
   return t;
 }
 
+namespace {
+thread_local bool t_skip_random_init = false;
+}  // namespace
+
+SkipRandomInitGuard::SkipRandomInitGuard() : prev_(t_skip_random_init) { t_skip_random_init = true; }
+SkipRandomInitGuard::~SkipRandomInitGuard() { t_skip_random_init = prev_; }
+bool skipping_random_init() { return t_skip_random_init; }
+
 Tensor randn(const Shape& shape, Rng& rng, DType dtype) {
   Tensor t = empty(shape, dtype);
+  if (t_skip_random_init) return t;
   ENG_DISPATCH(dtype, T, {
     T* p = t.data<T>();
     for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = T(rng.normal());
@@ -417,6 +452,7 @@ Tensor randn(const Shape& shape, Rng& rng, DType dtype) {
 
 Tensor rand(const Shape& shape, Rng& rng, DType dtype, double lo, double hi) {
   Tensor t = empty(shape, dtype);
+  if (t_skip_random_init) return t;
   ENG_DISPATCH(dtype, T, {
     T* p = t.data<T>();
     for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = T(lo + (hi - lo) * rng.uniform());

@@ -14,12 +14,20 @@ namespace eng {
 class Rng;
 struct Node;
 
-// A block of raw memory from the caching allocator.
+// A block of raw memory: from the caching allocator, or a view of CPU memory this storage does not own (a mapped
+// file, a caller's buffer: engine/safetensors.h's map_safetensors and view_safetensors), which `keeper` keeps alive
+// for as long as any tensor views it and which is never released through the allocator. A view is read-only:
+// copy_from, fill, set_at and set_requires_grad(true) refuse it, and a mapped file's pages fault on a raw write.
 struct Storage {
   void* data = nullptr;
   size_t nbytes = 0;
   Device device = Device::CPU;
+  std::shared_ptr<const void> keeper;  // set for a view only
+  bool read_only = false;
   Storage(size_t nbytes, Device device);
+  // A read-only view of `nbytes` at `data`; `keeper` may be null when the caller guarantees the memory outlives
+  // every tensor of this storage (e.g. weights linked into the binary).
+  Storage(const void* data, size_t nbytes, std::shared_ptr<const void> keeper);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -126,6 +134,10 @@ Tensor from_vector(const std::vector<float>& values, const Shape& shape);
 Tensor arange(int64_t n, DType dtype = DType::F32);
 Tensor randn(const Shape& shape, Rng& rng, DType dtype = DType::F32);                      // N(0, 1)
 Tensor rand(const Shape& shape, Rng& rng, DType dtype = DType::F32, double lo = 0, double hi = 1);  // U[lo, hi)
+
+// A contiguous read-only tensor viewing `shape` elements of `dtype` at `data` without copying them (Storage's view
+// constructor: `keeper` keeps the memory alive). `data` must be aligned to the element size.
+Tensor view_memory(const void* data, const Shape& shape, DType dtype, std::shared_ptr<const void> keeper);
 
 // A contiguous copy of x on device d with x's shape and dtype, or x itself when it is already there.
 // Outside the graph, like copy_from: the copy does not require grad and no gradient flows back to x.

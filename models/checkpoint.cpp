@@ -53,25 +53,32 @@ ChecksumCheck check_checksum(const SafetensorsFile& file) {
   return {sum == file.metadata.end() ? "" : sum->second, data_checksum(file.tensors)};
 }
 
-std::map<std::string, std::string> load_checkpoint(const std::string& path, Module& model, Optimizer* optimizer) {
-  SafetensorsFile f = load_safetensors(path);
+namespace {
+
+// What the checks below found: the file's tensors by name, and the parameters the file holds quantized.
+struct CheckedTensors {
+  std::map<std::string, Tensor> by_name;
+  std::set<std::string> quantized;
+};
+
+// The checks every load makes before it changes anything: the data's CRC-32, every parameter and buffer present
+// with its shape (a buffer with its dtype too; a quantized parameter with its blocks), no unknown one.
+CheckedTensors check_model_tensors(const SafetensorsFile& f, const std::string& path, const Module& model) {
   const ChecksumCheck sum = check_checksum(f);
   ENG_CHECK(!sum.recorded.empty(), "checkpoint ", path, ": no '", kChecksumKey,
             "' metadata (not written by save_checkpoint, or its header was damaged)");
   ENG_CHECK(sum.intact(), "checkpoint ", path, ": the tensor data is corrupt (CRC-32 ", sum.actual,
             ", the header records ", sum.recorded, ")");
-  ENG_CHECK(!(optimizer && has_quantized_weights(f.metadata)), "checkpoint ", path, ": holds quantized weights (an ",
-            "inference-only file written by quantize): training resumes from an f32 checkpoint");
-  std::map<std::string, Tensor> by_name(f.tensors.begin(), f.tensors.end());
-  auto params = model.named_parameters();
-  std::set<std::string> expected, quantized, quantizable;
+  CheckedTensors out;
+  out.by_name = std::map<std::string, Tensor>(f.tensors.begin(), f.tensors.end());
+  std::set<std::string> expected, quantizable;
   for (const auto& [name, p] : model.named_quantizable()) quantizable.insert(name);
-  for (const auto& [name, p] : params) {
+  for (const auto& [name, p] : model.named_parameters()) {
     expected.insert("model." + name);
-    auto it = by_name.find("model." + name);
-    ENG_CHECK(it != by_name.end(), "checkpoint ", path, ": parameter '", name, "' is missing");
+    auto it = out.by_name.find("model." + name);
+    ENG_CHECK(it != out.by_name.end(), "checkpoint ", path, ": parameter '", name, "' is missing");
     if (check_quantized_parameter(path, name, p, it->second, quantizable.count(name) > 0, f.metadata)) {
-      quantized.insert(name);
+      out.quantized.insert(name);
       continue;
     }
     ENG_CHECK(p.dtype() != DType::U8, "checkpoint ", path, ": parameter '", name, "' is f32 in the file but ",
@@ -80,11 +87,10 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Modu
               it->second.shape(), ", the model has ", p.shape());
   }
   check_quant_keys(path, f.metadata, std::vector<std::string>(expected.begin(), expected.end()));
-  auto buffers = model.named_buffers();
-  for (const auto& [name, b] : buffers) {
+  for (const auto& [name, b] : model.named_buffers()) {
     expected.insert("buffer." + name);
-    auto it = by_name.find("buffer." + name);
-    ENG_CHECK(it != by_name.end(), "checkpoint ", path, ": buffer '", name, "' is missing");
+    auto it = out.by_name.find("buffer." + name);
+    ENG_CHECK(it != out.by_name.end(), "checkpoint ", path, ": buffer '", name, "' is missing");
     ENG_CHECK(it->second.shape() == b.shape() && it->second.dtype() == b.dtype(), "checkpoint ", path, ": buffer '",
               name, "' is ", dtype_name(it->second.dtype()), " ", it->second.shape(), ", the model has ",
               dtype_name(b.dtype()), " ", b.shape());
@@ -95,6 +101,20 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Modu
               param ? "parameter" : "buffer", " '", terminal_text(name.substr(param ? 6 : 7)),
               "' (a checkpoint of another model?)");
   }
+  return out;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> load_checkpoint(const std::string& path, Module& model, Optimizer* optimizer) {
+  return load_checkpoint(load_safetensors(path), path, model, optimizer);
+}
+
+std::map<std::string, std::string> load_checkpoint(const SafetensorsFile& f, const std::string& path, Module& model,
+                                                   Optimizer* optimizer) {
+  ENG_CHECK(!(optimizer && has_quantized_weights(f.metadata)), "checkpoint ", path, ": holds quantized weights (an ",
+            "inference-only file written by quantize): training resumes from an f32 checkpoint");
+  const CheckedTensors checked = check_model_tensors(f, path, model);
   if (optimizer) {
     auto it = f.metadata.find("optimizer");
     ENG_CHECK(it != f.metadata.end() && it->second == optimizer->name(), "checkpoint ", path,
@@ -110,12 +130,41 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Modu
       fail("checkpoint ", path, ": ", e.what());
     }
   }
-  for (const auto& [name, p] : params) {
-    const Tensor& t = by_name.at("model." + name);
-    quantized.count(name) ? adopt_quantized(p, t) : p.copy_from(t);
+  for (const auto& [name, p] : model.named_parameters()) {
+    const Tensor& t = checked.by_name.at("model." + name);
+    checked.quantized.count(name) ? adopt_quantized(p, t) : p.copy_from(t);
   }
-  for (const auto& [name, b] : buffers) b.copy_from(by_name.at("buffer." + name));
+  for (const auto& [name, b] : model.named_buffers()) b.copy_from(checked.by_name.at("buffer." + name));
   return f.metadata;
+}
+
+void bind_checkpoint(const SafetensorsFile& f, const std::string& path, Module& model) {
+  const CheckedTensors checked = check_model_tensors(f, path, model);
+  for (const auto& [name, p] : model.named_parameters()) {
+    const Tensor& src = checked.by_name.at("model." + name);
+    if (checked.quantized.count(name)) {
+      adopt_quantized(p, src);
+      continue;
+    }
+    const Tensor t = src.dtype() == p.dtype() ? src : src.to(p.dtype());
+    TensorImpl* impl = p.impl();  // the handles the layers hold see the file's tensor
+    impl->storage = t.storage();
+    impl->strides = t.strides();
+    impl->offset = t.offset();
+    impl->requires_grad = false;
+    impl->grad.reset();
+  }
+  for (const auto& [name, b] : model.named_buffers()) b.copy_from(checked.by_name.at("buffer." + name));
+}
+
+void save_inference_checkpoint(const std::string& path, const SafetensorsFile& f) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& [name, t] : f.tensors)
+    if (name.rfind("model.", 0) == 0 || name.rfind("buffer.", 0) == 0) tensors.emplace_back(name, t);
+  std::map<std::string, std::string> meta = f.metadata;
+  for (const char* key : {"optimizer", "optimizer_steps"}) meta.erase(key);
+  meta[kChecksumKey] = data_checksum(tensors);
+  save_safetensors(path, tensors, meta);
 }
 
 namespace {

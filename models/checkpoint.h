@@ -20,6 +20,21 @@ void save_checkpoint(const std::string& path, const Module& model, const Optimiz
 // the file and the tensor. Nothing is changed when any check fails. Quantized parameters (models/quantized.h) are
 // taken as they are in the file, and only without an optimizer: such a file is for inference.
 std::map<std::string, std::string> load_checkpoint(const std::string& path, Module& model, Optimizer* optimizer);
+// The same from a file already read (load_safetensors, or map_safetensors: the copies then come from the
+// mapping), so that a program reading the config from the metadata reads the file once.
+std::map<std::string, std::string> load_checkpoint(const SafetensorsFile& file, const std::string& path,
+                                                   Module& model, Optimizer* optimizer);
+
+// Inference load, zero copy: after the same checks as load_checkpoint (nothing changed when one fails), each
+// parameter becomes the file's tensor itself, viewed by the layers' handles, and stops requiring grad; with a
+// mapped or buffer file (engine/safetensors.h) the weights are read-only views, so the model is not trained.
+// A parameter of another dtype than the file's gets a converted copy; buffers are copied (layers may update them).
+// Optimizer state in the file is ignored.
+void bind_checkpoint(const SafetensorsFile& file, const std::string& path, Module& model);
+
+// Writes an inference-only checkpoint: `file`'s parameters and buffers ("model.*", "buffer.*") and its metadata,
+// without the optimizer state and its keys, with the CRC-32 of what is written (docs/checkpoint.md).
+void save_inference_checkpoint(const std::string& path, const SafetensorsFile& file);
 
 // The CRC-32 save_checkpoint records over the tensor data ("checksum.crc32") beside the one the data has now.
 // recorded is "" for a file that save_checkpoint did not write; a damaged header can drop the key too.

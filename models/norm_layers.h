@@ -11,6 +11,7 @@ class LayerNorm : public Module {
   Tensor forward(const Tensor& x) const;
   AddNormResult forward_add(const Tensor& x, const Tensor& h) const;  // x + h and its norm, fused
   Tensor weight, bias;  // [dim] each; undefined when not affine
+  double eps() const { return eps_; }
 
  private:
   double eps_;
@@ -22,6 +23,7 @@ class RMSNorm : public Module {
   Tensor forward(const Tensor& x) const;
   AddNormResult forward_add(const Tensor& x, const Tensor& h) const;  // x + h and its norm, fused
   Tensor weight;  // [dim]
+  double eps() const { return eps_; }
 
  private:
   double eps_;

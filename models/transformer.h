@@ -73,6 +73,8 @@ class Norm : public Module {
   Norm(int64_t dim, bool rms, double eps = 0);  // eps 0: LayerNorm's 1e-5 or RMSNorm's 1e-6
   Tensor forward(const Tensor& x) const;
   AddNormResult forward_add(const Tensor& x, const Tensor& h) const;  // x + h and its norm in one pass
+  const LayerNorm* layer_norm() const { return ln_.get(); }  // null for RMSNorm
+  const RMSNorm* rms_norm() const { return rms_.get(); }     // null for LayerNorm
 
  private:
   std::unique_ptr<LayerNorm> ln_;
@@ -125,6 +127,7 @@ class TokenEmbedding : public Module {
   TokenEmbedding(const TransformerConfig& c, Rng& rng);
   Tensor forward(const Tensor& ids, int64_t offset = 0) const;  // ids [B, L] -> [B, L, d_model]
 
+  const LearnedPositional* learned() const { return learned_.get(); }  // null unless positions are learned
   Embedding tokens;
 
  private:

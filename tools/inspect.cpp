@@ -2,7 +2,9 @@
 // that save_checkpoint records; quantized tensors (docs/checkpoint.md) are shown with their format and logical shape.
 // Every string from the file is printed through terminal_text, so that a name or a
 // metadata value cannot reach the terminal as an escape sequence.
-//   build/inspect [--stats] FILE.safetensors
+//   build/inspect [--stats] [--strip OUT.safetensors] FILE.safetensors
+// --strip writes the inference-only checkpoint (parameters and buffers, no optimizer state) that embedded
+// inference maps (docs/checkpoint.md).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +14,7 @@
 
 #include "engine/cli.h"
 #include "engine/error.h"
+#include "engine/file_io.h"
 #include "engine/safe_text.h"
 #include "engine/safetensors.h"
 #include "models/checkpoint.h"
@@ -72,10 +75,12 @@ int run(int argc, char** argv) {
   cli.add_positionals("FILE.safetensors", "the file to inspect", 1);
   auto& want_stats = cli.add_bool("stats", false, "also print min, max and mean of each tensor (NaNs are counted, "
                                   "not compared)");
+  auto& strip = cli.add_string("strip", "", "write the parameters and buffers, without the optimizer state, to this "
+                               "file (an inference-only checkpoint; the input's checksum must be intact)");
   if (!cli.parse(argc, argv)) return 0;
   ENG_CHECK(!cli.positional().empty(), "inspect: no file given (", cli.usage(), ")");
   const std::string path = cli.positional().front(), shown = terminal_text(path);
-  const SafetensorsFile f = load_safetensors(path);
+  const SafetensorsFile f = map_safetensors(path);
   std::printf("%s: %zu tensors\n", shown.c_str(), f.tensors.size());
   const ChecksumCheck sum = check_checksum(f);
   if (sum.recorded.empty())
@@ -102,6 +107,13 @@ int run(int argc, char** argv) {
     total += t.numel();
   }
   std::printf("total: %lld elements\n", (long long)total);
+  if (!strip.empty()) {
+    ENG_CHECK(!sum.recorded.empty() && sum.intact(), "inspect: --strip: ", shown, " has no intact checksum: ",
+              "an inference-only copy would record one over damaged or unchecked data");
+    ENG_CHECK(!same_file(strip, path), "inspect: --strip ", terminal_text(strip), " is the input file");
+    save_inference_checkpoint(strip, f);
+    std::printf("wrote %s: the parameters and buffers without optimizer state\n", terminal_text(strip).c_str());
+  }
   return sum.recorded.empty() || sum.intact() ? 0 : 1;
 }
 

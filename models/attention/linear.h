@@ -37,6 +37,7 @@ class LinearAttention : public Attention {
   Tensor attend_state(const Tensor& q, const AttentionState& state) const override;
 
   const FeatureMap& feature_map() const { return *phi_; }
+  double eps() const { return eps_; }
 
  protected:
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;

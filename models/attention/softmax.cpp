@@ -24,9 +24,11 @@ SoftmaxAttention::SoftmaxAttention(const AttentionConfig& config) {
   scale_ = config.options.get_double("scale", 0.0, RealRange::above(0));  // 0: 1/sqrt(D)
 }
 
+double SoftmaxAttention::scale(int64_t head_dim) const { return scale_ > 0 ? scale_ : 1.0 / std::sqrt(double(head_dim)); }
+
 Tensor SoftmaxAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
-  const double scale = scale_ > 0 ? scale_ : 1.0 / std::sqrt(double(q.size(3)));
-  return naive_ ? naive_attention(q, k, v, mask, scale) : flash_attention(q, k, v, mask, scale);
+  const double s = scale(q.size(3));
+  return naive_ ? naive_attention(q, k, v, mask, s) : flash_attention(q, k, v, mask, s);
 }
 
 std::unique_ptr<AttentionState> SoftmaxAttention::new_state() const { return std::make_unique<KVCacheState>(); }

@@ -46,6 +46,8 @@ class SoftmaxAttention : public Attention {
   explicit SoftmaxAttention(const AttentionConfig& config);
   std::string name() const override { return "softmax"; }
   std::unique_ptr<AttentionState> new_state() const override;
+  // The factor of q·k for heads of `head_dim`: the option `scale`, else 1/sqrt(head_dim).
+  double scale(int64_t head_dim) const;
 
  protected:
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;

@@ -43,3 +43,18 @@ LC_ALL=C sed 's/"config\./"xonfig./g' "$dir/embed.st" >"$dir/no_config.st"
 refused_by_embed "$dir/no_config.st" 5,3 -- \
   "error: embed: $dir/no_config.st has no config.* metadata: not a checkpoint written by train"
 check "embed refuses a file without a model config" $?
+# Mapped (the default) or read, Generator or LanguageModel::step, the full checkpoint or its inference-only copy
+# (inspect --strip): the same tokens.
+want=$(embed "$dir/embed.st" 5,3,7,2,1 10 2>&1)
+inspect --strip "$dir/embed.infer.st" "$dir/embed.st" >/dev/null 2>&1; check "embed: inspect --strip writes a copy" $?
+same=0
+for args in "--read" "--tensor-step" "--read --tensor-step"; do
+  # shellcheck disable=SC2086
+  [ "$(embed $args "$dir/embed.st" 5,3,7,2,1 10 2>&1)" = "$want" ] || { echo "  embed $args differs"; same=1; }
+done
+[ "$(embed "$dir/embed.infer.st" 5,3,7,2,1 10 2>&1)" = "$want" ] || same=1
+check "embed: the same tokens mapped or read, by Generator or LanguageModel::step, from the stripped copy" $same
+out=$(embed --stats "$dir/embed.st" 5,3,7,2,1 10 2>&1 >/dev/null)
+grep -q "^embed: mapped .* Generator$" <<<"$out" && grep -q "^embed: first token after .* ms CPU), peak RSS" <<<"$out" &&
+  grep -Eq "^embed: per token after the first \(9\): [0-9]+ us \([0-9]+ us CPU\), 0.0 heap allocations, 0.0 allocator blocks$" <<<"$out"
+check "embed --stats: no allocation per token ($out)" $?

@@ -50,3 +50,12 @@ check "inspect without a file" $?
 out=$(timeout 10 "${runner[@]}" "$build/inspect" /dev/zero 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -qF "/dev/zero: is a character device, not a regular file" <<<"$out"
 check "inspect refuses /dev/zero at once" $?
+# --strip: the inference-only copy holds no optimizer state and a checksum of its own; a corrupt input is refused.
+inspect --strip "$dir/stripped.st" "$dir/inspect.st" >/dev/null 2>&1; rc=$?
+out=$(inspect "$dir/stripped.st" 2>&1)
+[ $rc -eq 0 ] && grep -Eq "^checksum: intact" <<<"$out" && ! grep -q "^optim\." <<<"$out" &&
+  ! grep -q "^  optimizer" <<<"$out" && grep -q "^model.head.weight  F32  \[12, 8\]$" <<<"$out"
+check "inspect --strip: parameters without optimizer state, intact" $?
+out=$(inspect --strip "$dir/stripped2.st" "$dir/corrupt.st" 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -qF "inspect: --strip: $dir/corrupt.st has no intact checksum" <<<"$out" && [ ! -e "$dir/stripped2.st" ]
+check "inspect --strip refuses a corrupt input" $?

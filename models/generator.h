@@ -1,0 +1,56 @@
+// Generation without a heap allocation per token: the recurrent form of a decoder-only LanguageModel for one
+// sequence, on buffers sized once in the constructor (the activations of one position; each layer's KV cache of
+// max_len positions, or its linear-attention state), with the kernels called on raw rows. No Tensor, autograd node
+// or growing container is made in step(), where LanguageModel::step calls operator new ~3,100 times per token on a
+// 6-layer model (Tensor handles, storages, shapes, op closures; docs/checkpoint.md). LanguageModel::step is the reference
+// (tests/test_generator.cpp: the same logits at every position to f32 rounding, the same greedy tokens, and not one
+// allocation from the engine's allocator or operator new in step(), the first one included).
+//
+// It covers the models embedded inference runs: decoder-only, not reversible, no Transformer-XL memory, positions
+// none | sinusoidal | learned, self-attention `softmax` (a KV cache per K/V group: grouped-query and multi-query
+// too) or `causal-linear` / `linear` with a fused feature map (elu+1 or relu: the RNN form of Eq. 16–20 of
+// Katharopoulos et al. 2020), f32 weights on the CPU, dropout off. unsupported() says why another model is not.
+// Weights are read through the model's parameter handles at every step, so the model must outlive the generator.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/transformer.h"
+
+namespace eng {
+
+class Generator {
+ public:
+  explicit Generator(const LanguageModel& model);  // throws unsupported(model) when that is not ""
+  // "" when a Generator can run `model`, else what stands in the way.
+  static std::string unsupported(const LanguageModel& model);
+
+  // Feeds token `id` at the next position and returns its logits [outputs()], valid until the next step.
+  const float* step(int64_t id);
+  int64_t length() const { return length_; }  // positions fed so far
+  int64_t outputs() const { return int64_t(logits_.size()); }
+  void reset() { length_ = 0; }  // a new sequence; the buffers stay
+
+ private:
+  // Left uninitialised (new float[]): a KV cache is read only where written, s and z are zeroed at position 0,
+  // so no page is touched before generation reaches it.
+  struct LayerState {
+    std::unique_ptr<float[]> k, v;  // softmax: [G, max_len, Dh] each
+    std::unique_ptr<float[]> s, z;  // linear: [H, Dh, Dh] and [H, Dh]
+  };
+  void attention(size_t layer, const float* x, float* out);
+  void softmax_heads(LayerState& st, float scale);
+  void linear_heads(LayerState& st, bool relu, float eps);
+  void feed_forward(size_t layer, const float* x, float* out);
+
+  const LanguageModel& model_;
+  int64_t d_, heads_, groups_, head_dim_, max_len_;
+  bool linear_ = false;
+  std::vector<LayerState> states_;
+  std::vector<float> x_, n_, q_, k_, v_, o_, a_, hidden_, scores_, logits_;
+  Tensor positions_;  // the sinusoidal table [max_len, d_model], when the model adds one
+  int64_t length_ = 0;
+};
+
+}  // namespace eng
