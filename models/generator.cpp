@@ -15,23 +15,25 @@ namespace {
 
 const float* data_or_null(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
 
-// y [out] = W x + b for one row x [in]: the product Linear::forward runs (gemm's dot path for x·Wᵀ).
-void linear_row(const Linear& l, const float* x, float* y) {
+// y [N] = W x + b for one row x [K], W [N, K]: the product Linear::forward runs (gemm's dot path for x·Wᵀ).
+void row_product(const Tensor& weight, const Tensor& bias, const float* x, float* y) {
   GemmArgs<float> g;
   g.M = 1;
-  g.N = l.out_features();
-  g.K = l.in_features();
+  g.N = weight.size(0);
+  g.K = weight.size(1);
   g.A = x;
   g.a_rs = g.K;
   g.a_cs = 1;
-  g.B = l.weight.data<float>();
+  g.B = weight.data<float>();
   g.b_rs = 1;
   g.b_cs = g.K;
   g.C = y;
   g.c_rs = g.N;
-  g.bias = data_or_null(l.bias);
+  g.bias = data_or_null(bias);
   gemm(g);
 }
+
+void linear_row(const Linear& l, const float* x, float* y) { row_product(l.weight, l.bias, x, y); }
 
 void norm_row(const Norm& norm, const float* x, float* y, int64_t d) {
   float mean = 0, rstd = 0;
@@ -105,8 +107,9 @@ Generator::Generator(const LanguageModel& model)
   k_.resize(kv);
   v_.resize(kv);
   hidden_.resize(size_t(model.layers.empty() ? 0 : model.layers[0]->ffn.fc1.out_features()));
+  if (!model.layers.empty() && model.layers[0]->ffn.fc3) gate_.resize(hidden_.size());
   scores_.resize(size_t(max_len_));
-  logits_.resize(size_t(model.head.out_features()));
+  logits_.resize(size_t(model.head ? model.head->out_features() : model.config().vocab));
   if (model.config().positional == PositionalKind::Sinusoidal) positions_ = sinusoidal_table(max_len_, d_);
 }
 
@@ -114,9 +117,10 @@ const float* Generator::step(int64_t id) {
   const TransformerConfig& c = model_.config();
   ENG_CHECK(id >= 0 && id < c.vocab, "Generator::step: token id ", id, " is outside the vocabulary of ", c.vocab);
   ENG_CHECK(length_ < max_len_, "Generator::step: position ", length_, " is past the model's max_len of ", max_len_);
-  // The embedding: token row · sqrt(d_model) (Vaswani §3.4), plus the position's row (TokenEmbedding::forward).
+  // The embedding: token row · embed_scale (0: sqrt(d_model), Vaswani §3.4), plus the position's row
+  // (TokenEmbedding::forward).
   const float* row = model_.embed.tokens.weight.data<float>() + id * d_;
-  const float scale = float(std::sqrt(double(d_)));
+  const float scale = float(c.embed_scale > 0 ? c.embed_scale : std::sqrt(double(d_)));
   for (int64_t i = 0; i < d_; ++i) x_[size_t(i)] = row[i] * scale;
   if (positions_.defined()) add_into(x_.data(), positions_.data<float>() + length_ * d_, d_);
   if (const LearnedPositional* learned = model_.embed.learned())
@@ -146,7 +150,10 @@ const float* Generator::step(int64_t id) {
     norm_row(*model_.final_norm, x_.data(), n_.data(), d_);
     last = n_.data();
   }
-  linear_row(model_.head, last, logits_.data());
+  if (model_.head)
+    linear_row(*model_.head, last, logits_.data());
+  else  // tied: logits = x · tokenᵀ (LanguageModel::logits)
+    row_product(model_.embed.tokens.weight, Tensor(), last, logits_.data());
   return logits_.data();
 }
 
@@ -230,13 +237,18 @@ void Generator::feed_forward(size_t layer, const float* x, float* out) {
   float* h = hidden_.data();
   const int64_t n = ffn.fc1.out_features();
   linear_row(ffn.fc1, x, h);
+  if (ffn.fc3) linear_row(*ffn.fc3, x, gate_.data());  // gated: act(fc1 x) * fc3 x
   switch (model_.config().activation) {
     case Activation::Relu:
       for (int64_t i = 0; i < n; ++i) h[i] = std::max(h[i], 0.0f);
       break;
     case Activation::Gelu: vec_kernels().gelu_erf(h, h, n); break;
     case Activation::GeluTanh: vec_kernels().gelu_tanh(h, h, n); break;
+    case Activation::SwiGLU: vec_kernels().silu(h, h, n); break;
+    case Activation::GeGLU: vec_kernels().gelu_erf(h, h, n); break;
   }
+  if (ffn.fc3)
+    for (int64_t i = 0; i < n; ++i) h[i] *= gate_[size_t(i)];
   linear_row(ffn.fc2, h, out);
 }
 

@@ -7,7 +7,7 @@
 // allocation from the engine's allocator or operator new in step(), the first one included).
 //
 // It covers the models embedded inference runs: decoder-only, not reversible, no Transformer-XL memory, positions
-// none | sinusoidal | learned, self-attention `softmax` (a KV cache per K/V group: grouped-query and multi-query
+// none | sinusoidal | learned, every activation (gated ones too), tied or untied head, self-attention `softmax` (a KV cache per K/V group: grouped-query and multi-query
 // too) or `causal-linear` / `linear` with a fused feature map (elu+1 or relu: the RNN form of Eq. 16–20 of
 // Katharopoulos et al. 2020), f32 weights on the CPU, dropout off. unsupported() says why another model is not.
 // Weights are read through the model's parameter handles at every step, so the model must outlive the generator.
@@ -48,7 +48,7 @@ class Generator {
   int64_t d_, heads_, groups_, head_dim_, max_len_;
   bool linear_ = false;
   std::vector<LayerState> states_;
-  std::vector<float> x_, n_, q_, k_, v_, o_, a_, hidden_, scores_, logits_;
+  std::vector<float> x_, n_, q_, k_, v_, o_, a_, hidden_, gate_, scores_, logits_;
   Tensor positions_;  // the sinusoidal table [max_len, d_model], when the model adds one
   int64_t length_ = 0;
 };

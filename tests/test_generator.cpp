@@ -82,6 +82,25 @@ TEST_CASE("generator: the logits of LanguageModel::step at every position") {
     c.attention_options.set("scale", "0.3");
     check_against_step(c);
   }
+  SUBCASE("GPT-2's form: tied head, embedding scale 1, learned positions, gelu-tanh") {
+    TransformerConfig c = tiny("softmax");
+    c.tie_embeddings = true;
+    c.embed_scale = 1.0;
+    c.positional = PositionalKind::Learned;
+    c.activation = Activation::GeluTanh;
+    check_against_step(c);
+  }
+  SUBCASE("LLaMA's feed-forward: swiglu without biases, rms norm eps 1e-6; and geglu") {
+    TransformerConfig c = tiny("softmax");
+    c.activation = Activation::SwiGLU;
+    c.bias = false;
+    c.rms_norm = true;
+    c.norm_eps = 1e-6;
+    c.kv_heads = 2;
+    check_against_step(c);
+    c.activation = Activation::GeGLU;
+    check_against_step(c);
+  }
   SUBCASE("causal-linear, elu+1") { check_against_step(tiny("causal-linear")); }
   SUBCASE("causal-linear, relu features, two K/V groups, rms norm") {
     TransformerConfig c = tiny("causal-linear");

@@ -202,7 +202,7 @@ TEST_CASE("zero copy: a model bound to a mapped checkpoint equals one loaded by 
   bind_checkpoint(view_safetensors(bytes.data(), bytes.size(), "buffer"), "buffer", from_buffer);
   from_buffer.eval();
   CHECK(same_bits(copied.forward(ids), from_buffer.forward(ids)));
-  CHECK(static_cast<const uint8_t*>(from_buffer.head.weight.raw_data()) > bytes.data());
+  CHECK(static_cast<const uint8_t*>(from_buffer.head->weight.raw_data()) > bytes.data());
   for (const auto& param : bound.named_parameters()) {  // not a structured binding: CAPTURE takes it in a lambda
     CAPTURE(param.first);
     CHECK(param.second.storage()->read_only);
@@ -233,11 +233,11 @@ TEST_CASE("zero copy: a corrupt checkpoint is refused by the inference load, the
   TransformerConfig other = small_lm();
   other.seed = 5;
   LanguageModel model(other);
-  const Tensor before = model.head.weight.clone();
+  const Tensor before = model.head->weight.clone();
   const std::string error = error_of([&] { bind_checkpoint(map_safetensors(path), path, model); });
   CHECK(error.rfind("checkpoint " + path + ": the tensor data is corrupt (CRC-32 ", 0) == 0);
-  CHECK(same_bits(model.head.weight, before));
-  CHECK_FALSE(model.head.weight.storage()->read_only);
+  CHECK(same_bits(model.head->weight, before));
+  CHECK_FALSE(model.head->weight.storage()->read_only);
 }
 
 TEST_CASE("zero copy: a model built without drawing its weights, then bound, equals one built and loaded as usual") {
