@@ -160,7 +160,7 @@ TEST_CASE("import: every refusal names the file and the reason") {
   bytes.replace(bytes.find("\"F32\""), 5, "\"F8X\"");
   test::write_file(d + "/model.safetensors", std::vector<uint8_t>(bytes.begin(), bytes.end()));
   CHECK(error_of([&] { import_hf(d); }) == "safetensors: " + d + "/model.safetensors: tensor \"x\": unsupported "
-        "dtype \"F8X\" (supported: F32, F64, I64, F16, BF16)");
+        "dtype \"F8X\" (supported: F32, F64, I64, U8, F16, BF16)");
 
   // llama2.c: a truncated file, a newer export version.
   std::ifstream bin(kDir + "llama2c.bin", std::ios::binary);

@@ -74,7 +74,8 @@ struct Printer {
 // Logits of the last position: the recurrent form consumes one token per call, the fallback reruns the sequence.
 class Stepper {
  public:
-  explicit Stepper(const LanguageModel& m) : m_(m), recurrent_(m.layers.front()->self_attn.mechanism().new_state()) {
+  Stepper(const LanguageModel& m, bool recompute)
+      : m_(m), recurrent_(!recompute && m.layers.front()->self_attn.mechanism().new_state()) {
     if (recurrent_) state_ = m.new_state();
   }
   bool recurrent() const { return recurrent_; }
@@ -104,6 +105,8 @@ int run(int argc, char** argv) {
   int64_t& seed = cli.add_int("seed", 1, IntRange::at_least(0), "the sampling generator's seed");
   std::string& tokenizer = cli.add_string("tokenizer", "", "tokenizer.json, vocab.json or tokenizer.bin "
                                           "(docs/tokenizers.md)");
+  bool& recompute = cli.add_bool("recompute", false, "recompute the whole sequence for every token even where the "
+                                 "variant has a recurrent form (a check of it: the same tokens, greedy)");
   if (!cli.parse(argc, argv)) return 0;
   ENG_CHECK(cli.positional().size() == 1, "generate: expected MODEL (", cli.usage(), ")");
   const std::string& path = cli.positional()[0];
@@ -135,8 +138,8 @@ int run(int argc, char** argv) {
   model.eval();
 
   NoGradGuard no_grad;
-  Stepper stepper(model);
-  if (!stepper.recurrent())
+  Stepper stepper(model, recompute);
+  if (!stepper.recurrent() && !recompute)
     std::fprintf(stderr, "generate: attention '%s' has no recurrent form: recomputing the whole sequence for every "
                  "token\n", model.config().attention.c_str());
   const SamplingOptions options{temperature, top_k, top_p};

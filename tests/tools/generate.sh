@@ -34,12 +34,19 @@ out=$(generate "$dir/llamalike.st" --ids 5,3,7 --max-tokens 8 --seed 1 2>/dev/nu
 awk -F, '{ ok = NF == 8; for (i = 1; i <= NF; ++i) ok = ok && $i ~ /^[0-9]+$/ && $i < 12 }
          END { exit !(ok && NR == 1) }' <<<"$out"
 check "generate: 8 in-vocabulary tokens from the model trained here ($out)" $?
-# A variant without a recurrent form: recomputation, said on stderr.
+# A variant without a recurrent form (image-2d without its width) says so on stderr; --recompute forces the
+# recomputation, which gives the recurrent form's greedy tokens.
 train copy --layers 1 --d-model 16 --heads 2 --seq-len 16 --steps 2 --eval-every 0 --threads 2 \
-  --attention talking-heads --checkpoint "$dir/talking.st" >/dev/null 2>&1; check "train: a talking-heads model" $?
-out=$(generate "$dir/talking.st" --ids 5,3 --max-tokens 4 --temperature 0 2>&1 >/dev/null)
-grep -qF "generate: attention 'talking-heads' has no recurrent form: recomputing the whole sequence for every token" \
+  --attention image-2d --checkpoint "$dir/image.st" >/dev/null 2>&1; check "train: an image-2d model" $?
+out=$(generate "$dir/image.st" --ids 5,3,7,1 --max-tokens 1 --temperature 0 2>&1 >/dev/null)
+grep -qF "generate: attention 'image-2d' has no recurrent form: recomputing the whole sequence for every token" \
   <<<"$out"; check "generate falls back to recomputation and says so" $?
+train copy --layers 2 --d-model 16 --heads 2 --seq-len 16 --steps 2 --eval-every 0 --threads 2 \
+  --attention talking-heads --checkpoint "$dir/talking.st" >/dev/null 2>&1; check "train: a talking-heads model" $?
+stepped=$(generate "$dir/talking.st" --ids 5,3 --max-tokens 8 --temperature 0 2>/dev/null)
+recomputed=$(generate "$dir/talking.st" --ids 5,3 --max-tokens 8 --temperature 0 --recompute 2>/dev/null)
+[ -n "$stepped" ] && [ "$stepped" = "$recomputed" ]
+check "generate --recompute: the recurrent form's greedy tokens ($stepped)" $?
 
 # refused_by_generate ARGS... -- TEXT: exit status 1 and TEXT in the message.
 refused_by_generate() {
