@@ -10,6 +10,7 @@
 #include "ops/binary.h"
 #include "ops/index.h"
 #include "ops/matmul.h"
+#include "ops/quant.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
 
@@ -355,7 +356,10 @@ LanguageModel::LanguageModel(const TransformerConfig& c, bool causal)
 }
 
 Tensor LanguageModel::logits(const Tensor& x) const {
-  return head ? head->forward(x) : matmul(x, transpose(embed.tokens.weight, 0, 1));
+  if (head) return head->forward(x);
+  const Tensor& table = embed.tokens.weight;  // tied: x · Eᵀ
+  if (table.dtype() == DType::U8) return quant_linear(x, table, quant_format_of(table, "LanguageModel: tied head"));
+  return matmul(x, transpose(table, 0, 1));
 }
 
 Tensor LanguageModel::forward(const Tensor& ids, const std::vector<int64_t>& lengths) const {

@@ -96,6 +96,34 @@ TEST_CASE("quant: a KV-cache and an RNN-form model generate from q8_0 and q4_0 w
   }
 }
 
+TEST_CASE("quant: a model with a tied head generates from its quantized token table") {
+  TransformerConfig c = small_model("softmax");
+  c.tie_embeddings = true;
+  LanguageModel f32(c);
+  f32.eval();
+  const std::vector<double> ref = step_logits(f32, 6);
+  double range = 0;
+  for (double v : ref) range = std::max(range, std::fabs(v));
+  for (QuantFormat f : kFormats) {
+    CAPTURE(quant_format_name(f));
+    LanguageModel q(c);
+    const auto src = f32.named_parameters(), dst = q.named_parameters();
+    for (size_t i = 0; i < src.size(); ++i) dst[i].second.copy_from(src[i].second);
+    q.eval();
+    quantize_model(q, f);
+    REQUIRE(q.embed.tokens.weight.dtype() == DType::U8);
+    const std::vector<double> got = step_logits(q, 6);
+    double worst = 0;
+    for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::fabs(got[i] - ref[i]));
+    CHECK(worst <= (f == QuantFormat::Q8_0 ? 0.02 : 0.2) * range);
+    NoGradGuard no_grad;  // the parallel form reads the same quantized table
+    const Tensor all = q.forward(from_vector(std::vector<double>{0, 3, 6}, {1, 3}, DType::I64));
+    const std::vector<double> stepped = step_logits(q, 3), parallel = all.to_vector();
+    REQUIRE(stepped.size() == parallel.size());
+    for (size_t i = 0; i < stepped.size(); ++i) CHECK(std::fabs(stepped[i] - parallel[i]) <= 1e-4 * range);
+  }
+}
+
 TEST_CASE("quant: a quantized Linear refuses gradients; the reader refuses bad quantized tensors") {
   Rng rng(2);
   Linear lin(32, 4, rng);
