@@ -8,6 +8,7 @@
 #include "models/attention/linear.h"
 #include "models/attention/softmax.h"
 #include "ops/gemm.h"
+#include "ops/quant.h"
 
 namespace eng {
 
@@ -15,8 +16,18 @@ namespace {
 
 const float* data_or_null(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
 
-// y [N] = W x + b for one row x [K], W [N, K]: the product Linear::forward runs (gemm's dot path for x·Wᵀ).
+// A quantized weight's format, from its block size (checked once, by unsupported()).
+QuantFormat format_of(const Tensor& wq) {
+  return wq.size(2) == quant_block_bytes(QuantFormat::Q8_0) ? QuantFormat::Q8_0 : QuantFormat::Q4_0;
+}
+
+// y [N] = W x + b for one row x [K], W [N, K]: the product Linear::forward runs (gemm's dot path for x·Wᵀ, or the
+// quantized product for a q8_0 / q4_0 weight).
 void row_product(const Tensor& weight, const Tensor& bias, const float* x, float* y) {
+  if (weight.dtype() == DType::U8) {
+    quant_linear_rows(x, 1, weight, format_of(weight), data_or_null(bias), y);
+    return;
+  }
   GemmArgs<float> g;
   g.M = 1;
   g.N = weight.size(0);
@@ -48,10 +59,13 @@ void add_into(float* x, const float* h, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += h[i];
 }
 
+// f32, or a quantized weight (models/quantized.h) of a Linear or of the token table.
 std::string check_parameters(const LanguageModel& model) {
-  for (const auto& [name, p] : model.named_parameters())
-    if (p.dtype() != DType::F32 || p.device() != Device::CPU || !p.is_contiguous())
-      return "parameter '" + name + "' is not a contiguous f32 tensor on the CPU";
+  for (const auto& [name, p] : model.named_parameters()) {
+    const bool ok = p.device() == Device::CPU && p.is_contiguous() &&
+                    (p.dtype() == DType::F32 || (p.dtype() == DType::U8 && p.dim() == 3));
+    if (!ok) return "parameter '" + name + "' is not a contiguous f32 or quantized tensor on the CPU";
+  }
   return "";
 }
 
@@ -119,9 +133,13 @@ const float* Generator::step(int64_t id) {
   ENG_CHECK(length_ < max_len_, "Generator::step: position ", length_, " is past the model's max_len of ", max_len_);
   // The embedding: token row · embed_scale (0: sqrt(d_model), Vaswani §3.4), plus the position's row
   // (TokenEmbedding::forward).
-  const float* row = model_.embed.tokens.weight.data<float>() + id * d_;
+  const Tensor& table = model_.embed.tokens.weight;
+  if (table.dtype() == DType::U8)
+    quant_dequantize_row(table, format_of(table), id, x_.data());
+  else
+    std::copy_n(table.data<float>() + id * d_, d_, x_.data());
   const float scale = float(c.embed_scale > 0 ? c.embed_scale : std::sqrt(double(d_)));
-  for (int64_t i = 0; i < d_; ++i) x_[size_t(i)] = row[i] * scale;
+  for (int64_t i = 0; i < d_; ++i) x_[size_t(i)] *= scale;
   if (positions_.defined()) add_into(x_.data(), positions_.data<float>() + length_ * d_, d_);
   if (const LearnedPositional* learned = model_.embed.learned())
     add_into(x_.data(), learned->weight.data<float>() + length_ * d_, d_);

@@ -7,9 +7,10 @@
 // allocation from the engine's allocator or operator new in step(), the first one included).
 //
 // It covers the models embedded inference runs: decoder-only, not reversible, no Transformer-XL memory, positions
-// none | sinusoidal | learned, every activation (gated ones too), tied or untied head, self-attention `softmax` (a KV cache per K/V group: grouped-query and multi-query
-// too) or `causal-linear` / `linear` with a fused feature map (elu+1 or relu: the RNN form of Eq. 16–20 of
-// Katharopoulos et al. 2020), f32 weights on the CPU, dropout off. unsupported() says why another model is not.
+// none | sinusoidal | learned, every activation (gated ones too), tied or untied head, self-attention `softmax` (a
+// KV cache per K/V group: grouped-query and multi-query too) or `causal-linear` / `linear` with a fused feature map
+// (elu+1 or relu: the RNN form of Eq. 16–20 of Katharopoulos et al. 2020), f32 or quantized (q8_0 / q4_0,
+// models/quantized.h) weights on the CPU, dropout off. unsupported() says why another model is not.
 // Weights are read through the model's parameter handles at every step, so the model must outlive the generator.
 #pragma once
 #include <memory>

@@ -153,6 +153,24 @@ void run_product(const Product& p) {
   });
 }
 
+// y [M, N] = x [M, K] · Wᵀ (+ bias), raw rows: the body of every quantized product.
+void product_rows(const QuantKernels& k, const float* x, int64_t M, const Tensor& wq, QuantFormat f, const float* bias,
+                  float* y) {
+  const int64_t N = wq.size(0), blocks = wq.size(1);
+  if (M == 0) return;
+  Product p;
+  p.x = quantize_activations(x, M, blocks);
+  p.rows = M, p.cols = N;
+  p.w = static_cast<const uint8_t*>(wq.raw_data());
+  p.w_rs = blocks * quant_block_bytes(f);
+  p.y = y;
+  p.fn = f == QuantFormat::Q8_0 ? k.q8_0 : k.q4_0;
+  run_product(p);
+  if (bias)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) y[m * N + n] += bias[n];
+}
+
 Tensor quant_linear_with(const QuantKernels& k, const Tensor& x, const Tensor& wq, QuantFormat f, const Tensor& bias) {
   check_quantized(wq, f, "quant_linear: weight");
   const int64_t N = wq.size(0), blocks = wq.size(1), K = blocks * kQuantBlock;
@@ -164,23 +182,9 @@ Tensor quant_linear_with(const QuantKernels& k, const Tensor& x, const Tensor& w
   Shape out_shape = x.shape();
   out_shape.back() = N;
   Tensor y = empty(out_shape);
-  const int64_t M = x.numel() / K;
-  if (M == 0) return y;
   const Tensor xc = x.contiguous();
-  Product p;
-  p.x = quantize_activations(xc.data<float>(), M, blocks);
-  p.rows = M, p.cols = N;
-  p.w = static_cast<const uint8_t*>(wq.raw_data());
-  p.w_rs = blocks * quant_block_bytes(f);
-  p.y = y.data<float>();
-  p.fn = f == QuantFormat::Q8_0 ? k.q8_0 : k.q4_0;
-  run_product(p);
-  if (bias.defined()) {
-    const Tensor bc = bias.contiguous();
-    const float* b = bc.data<float>();
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < N; ++n) p.y[m * N + n] += b[n];
-  }
+  const Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
+  product_rows(k, xc.data<float>(), x.numel() / K, wq, f, bc.defined() ? bc.data<float>() : nullptr, y.data<float>());
   return y;
 }
 
@@ -261,6 +265,16 @@ Tensor quant_linear_at(const std::string& level, const Tensor& x, const Tensor& 
   for (const QuantKernels& k : kernel_tables())
     if (level == k.name) return quant_linear_with(k, x, wq, f, bias);
   fail("quant_linear: kernel level '", level, "' is not among those this CPU runs");
+}
+
+void quant_linear_rows(const float* x, int64_t M, const Tensor& wq, QuantFormat f, const float* bias, float* y) {
+  product_rows(kernel_tables().back(), x, M, wq, f, bias, y);
+}
+
+void quant_dequantize_row(const Tensor& wq, QuantFormat f, int64_t row, float* out) {
+  const int64_t blocks = wq.size(1), B = quant_block_bytes(f);
+  const uint8_t* src = static_cast<const uint8_t*>(wq.raw_data()) + row * blocks * B;
+  for (int64_t b = 0; b < blocks; ++b) dequantize_block(f, src + b * B, out + b * kQuantBlock);
 }
 
 Tensor quant_embedding(const Tensor& wq, QuantFormat f, const Tensor& ids) {

@@ -53,6 +53,12 @@ void validate_quantized(const Tensor& wq, QuantFormat f, const std::string& wher
 // x [..., K] f32 times the quantized W [N, K] transposed, plus bias [N] (optional): [..., N]. Outside autograd;
 // x must not require grad. Any number of rows; split over threads by columns, with the same bits for any split.
 Tensor quant_linear(const Tensor& x, const Tensor& wq, QuantFormat f, const Tensor& bias = Tensor());
+// The same product into caller memory: x [M, K] row-major, y [M, N], bias [N] or null. It allocates nothing once
+// its per-thread activation scratch has grown to M·K (models/generator.h calls it per token). wq as quant_linear's,
+// checked by the caller (check_quantized).
+void quant_linear_rows(const float* x, int64_t M, const Tensor& wq, QuantFormat f, const float* bias, float* y);
+// Row `row` of the quantized table wq [V, K/32, B], dequantized into out [K]; the caller checks row < V.
+void quant_dequantize_row(const Tensor& wq, QuantFormat f, int64_t row, float* out);
 // Rows of the quantized table wq [V, K, ...] picked by ids (i64, any shape, each in 0..V-1), dequantized: [..., K].
 Tensor quant_embedding(const Tensor& wq, QuantFormat f, const Tensor& ids);
 

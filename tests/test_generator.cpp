@@ -6,11 +6,13 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "engine/allocator.h"
 #include "engine/autograd.h"
 #include "engine/error.h"
+#include "models/quantized.h"
 #include "tools/heap_count.h"
 
 using namespace eng;
@@ -31,10 +33,12 @@ TransformerConfig tiny(const std::string& attention) {
 
 const std::vector<int64_t> kIds = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8};
 
-// Feeds kIds to both; every logit within 2e-5 of the reference's, relative to the row's largest.
-void check_against_step(const TransformerConfig& c) {
+// Feeds kIds to both; every logit within 2e-5 of the reference's, relative to the row's largest. With `quant`, the
+// model's Linear weights and token table are quantized first (both paths then run the same quantized products).
+void check_against_step(const TransformerConfig& c, const QuantFormat* quant = nullptr) {
   LanguageModel model(c);
   model.eval();
+  if (quant) REQUIRE(!quantize_model(model, *quant).empty());
   NoGradGuard no_grad;
   LanguageModel::State state = model.new_state();
   Generator gen(model);
@@ -101,6 +105,19 @@ TEST_CASE("generator: the logits of LanguageModel::step at every position") {
     c.activation = Activation::GeGLU;
     check_against_step(c);
   }
+  SUBCASE("quantized weights: q8_0 and q4_0, softmax with a tied head and causal-linear") {
+    for (QuantFormat f : {QuantFormat::Q8_0, QuantFormat::Q4_0}) {
+      CAPTURE(quant_format_name(f));
+      TransformerConfig c = tiny("softmax");
+      c.d_model = 32;  // a multiple of the 32-weight blocks
+      c.d_ff = 64;
+      c.tie_embeddings = true;
+      check_against_step(c, &f);
+      c.attention = "causal-linear";
+      c.tie_embeddings = false;
+      check_against_step(c, &f);
+    }
+  }
   SUBCASE("causal-linear, elu+1") { check_against_step(tiny("causal-linear")); }
   SUBCASE("causal-linear, relu features, two K/V groups, rms norm") {
     TransformerConfig c = tiny("causal-linear");
@@ -111,11 +128,15 @@ TEST_CASE("generator: the logits of LanguageModel::step at every position") {
   }
 }
 
-TEST_CASE("generator: no allocation per token, for a KV cache and an RNN state") {
-  for (const char* attention : {"softmax", "causal-linear"}) {
+TEST_CASE("generator: no allocation per token, for a KV cache and an RNN state, f32 and quantized") {
+  for (const char* attention : {"softmax", "causal-linear", "softmax q8_0"}) {
     CAPTURE(attention);
-    LanguageModel model(tiny(attention));
+    const bool quantized = std::string(attention) == "softmax q8_0";
+    TransformerConfig c = tiny(quantized ? "softmax" : attention);
+    if (quantized) c.d_model = 32, c.d_ff = 64;
+    LanguageModel model(c);
     model.eval();
+    if (quantized) REQUIRE(!quantize_model(model, QuantFormat::Q8_0).empty());
     NoGradGuard no_grad;
     Generator gen(model);
     gen.step(kIds[0]);
