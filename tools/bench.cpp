@@ -2,6 +2,7 @@
 // beside a baseline measured in the same run where one can be, and no other: a figure from elsewhere would
 // compare machines, not code.
 #include "tools/bench.h"
+#include "tools/tool_main.h"
 
 #include <cstdio>
 #include <exception>
@@ -37,12 +38,6 @@ int main(int argc, char** argv) {
     for (const auto& [name, entry] : reg) std::fprintf(out, "  %-10s %s\n", name.c_str(), entry.first.c_str());
     return out == stdout ? 0 : 1;
   }
-  try {
-    return it->second.second(argc, argv);
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "error: bench %s: out of memory (lower the sizes its flags ask for)\n", sub.c_str());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-  }
-  return 1;
+  return eng::tool_main([&] { return it->second.second(argc, argv); },
+                   "bench " + sub + ": out of memory (lower the sizes its flags ask for)");
 }

@@ -9,6 +9,7 @@
 #include "engine/error.h"
 #include "engine/safe_text.h"
 #include "models/import/import.h"
+#include "tools/tool_main.h"
 
 using namespace eng;
 
@@ -38,12 +39,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "error: convert: out of memory\n");
-  } catch (const std::exception& e) {  // a message may quote a string from the source files
-    std::fprintf(stderr, "error: %s\n", terminal_text(e.what()).c_str());
-  }
-  return 1;
+  return tool_main([&] { return run(argc, argv); }, "convert: out of memory");
 }

@@ -32,6 +32,7 @@
 #include "models/transformer.h"
 #include "ops/reduce.h"
 #include "tools/heap_count.h"
+#include "tools/tool_main.h"
 
 using namespace eng;
 
@@ -176,12 +177,6 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "error: embed: out of memory (the checkpoint's model does not fit in this machine's memory)\n");
-  } catch (const std::exception& e) {  // a message may quote a string from the checkpoint
-    std::fprintf(stderr, "error: %s\n", terminal_text(e.what()).c_str());
-  }
-  return 1;
+  return tool_main([&] { return run(argc, argv); },
+                   "embed: out of memory (the checkpoint's model does not fit in this machine's memory)");
 }

@@ -23,6 +23,7 @@
 #include "models/sampling.h"
 #include "models/transformer.h"
 #include "ops/view.h"
+#include "tools/tool_main.h"
 
 using namespace eng;
 
@@ -166,12 +167,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "error: generate: out of memory\n");
-  } catch (const std::exception& e) {  // a message may quote a string from the checkpoint
-    std::fprintf(stderr, "error: %s\n", terminal_text(e.what()).c_str());
-  }
-  return 1;
+  return tool_main([&] { return run(argc, argv); }, "generate: out of memory");
 }

@@ -19,6 +19,7 @@
 #include "engine/safetensors.h"
 #include "models/checkpoint.h"
 #include "ops/quant.h"
+#include "tools/tool_main.h"
 
 using namespace eng;
 
@@ -120,12 +121,6 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "error: inspect: out of memory (the file's tensors do not fit in this machine's memory)\n");
-  } catch (const std::exception& e) {  // a message may quote a name from the file
-    std::fprintf(stderr, "error: %s\n", terminal_text(e.what()).c_str());
-  }
-  return 1;
+  return tool_main([&] { return run(argc, argv); },
+                   "inspect: out of memory (the file's tensors do not fit in this machine's memory)");
 }

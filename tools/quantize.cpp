@@ -16,6 +16,7 @@
 #include "models/checkpoint.h"
 #include "models/quantized.h"
 #include "models/transformer.h"
+#include "tools/tool_main.h"
 
 using namespace eng;
 
@@ -73,12 +74,6 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "error: quantize: out of memory (the checkpoint's model does not fit in this memory)\n");
-  } catch (const std::exception& e) {  // a message may quote a string from the checkpoint
-    std::fprintf(stderr, "error: %s\n", terminal_text(e.what()).c_str());
-  }
-  return 1;
+  return tool_main([&] { return run(argc, argv); },
+                   "quantize: out of memory (the checkpoint's model does not fit in this memory)");
 }

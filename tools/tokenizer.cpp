@@ -19,6 +19,7 @@
 #include "engine/file_io.h"
 #include "engine/parse_number.h"
 #include "engine/safe_text.h"
+#include "tools/tool_main.h"
 
 using namespace eng;
 
@@ -193,12 +194,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "error: tokenizer: out of memory\n");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", terminal_text(e.what()).c_str());
-  }
-  return 1;
+  return tool_main([&] { return run(argc, argv); }, "tokenizer: out of memory");
 }

@@ -34,6 +34,7 @@
 #include "tools/train/run_files.h"
 #include "tools/train/task.h"
 #include "tools/train/training_log.h"
+#include "tools/tool_main.h"
 
 using namespace eng;
 using namespace eng::jobs;
@@ -333,12 +334,6 @@ int main(int argc, char** argv) {
                  join_names(task_names(), " or ").c_str());
     return 2;
   }
-  try {
-    return run(argc, argv);
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "error: train: out of memory (lower --batch, the sequence length or the model's size)\n");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-  }
-  return 1;
+  return tool_main([&] { return run(argc, argv); },
+                   "train: out of memory (lower --batch, the sequence length or the model's size)");
 }
