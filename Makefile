@@ -95,13 +95,18 @@ cuda-compile: $(patsubst %.cu,$(BUILD)/obj/%.o,$(filter %.cu,$(LIB_SRC))) \
 	$(patsubst %.cpp,$(BUILD)/obj/%.o,$(filter ops/cuda/%.cpp,$(LIB_SRC))) $(filter $(BUILD)/obj/tests/test_cuda%,$(TEST_OBJ))
 endif
 
-# The SIMD kernel tables (engine/vec_kernels_*.cpp) are the only files built for an instruction set beyond
-# baseline x86-64; the dispatch runs each only where the CPU has it. Not on ARM, where NEON is baseline.
+# The SIMD kernel tables (engine/vec_kernels_*.cpp, ops/quant_kernels_*.cpp) are the only files built for an
+# instruction set beyond baseline x86-64; the dispatch runs each only where the CPU has it. On ARM NEON is baseline.
 ifeq ($(findstring aarch64,$(CXX)),)
 VEC_AVX2_FLAGS := -mavx2 -mfma
 VEC_AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx2 -mfma
 $(BUILD)/obj/engine/vec_kernels_avx2.o: CXXFLAGS += $(VEC_AVX2_FLAGS)
 $(BUILD)/obj/engine/vec_kernels_avx512.o: CXXFLAGS += $(VEC_AVX512_FLAGS)
+$(BUILD)/obj/ops/quant_kernels_avx2.o: CXXFLAGS += $(VEC_AVX2_FLAGS)
+$(BUILD)/obj/ops/quant_kernels_avx512.o: CXXFLAGS += $(VEC_AVX512_FLAGS) -mavx512vnni
+else
+# The quantized products' sdot kernel (ARMv8.2 DotProd, optional): only its file, run where the CPU has it.
+$(BUILD)/obj/ops/quant_kernels_neon_dotprod.o: CXXFLAGS += -march=armv8.2-a+dotprod
 endif
 
 # The quantized products (ops/quant.h) promise the same bits at every kernel level: a multiply then an add per
@@ -209,6 +214,8 @@ $(FUZZ_DIR)/obj/%.o: %.cpp
 	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 $(FUZZ_DIR)/obj/engine/vec_kernels_avx2.o: FUZZ_FLAGS += $(VEC_AVX2_FLAGS)
 $(FUZZ_DIR)/obj/engine/vec_kernels_avx512.o: FUZZ_FLAGS += $(VEC_AVX512_FLAGS)
+$(FUZZ_DIR)/obj/ops/quant_kernels_avx2.o: FUZZ_FLAGS += $(VEC_AVX2_FLAGS)
+$(FUZZ_DIR)/obj/ops/quant_kernels_avx512.o: FUZZ_FLAGS += $(VEC_AVX512_FLAGS) -mavx512vnni
 $(FUZZ_DIR)/libfuzzdeps.a: $(FUZZ_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

@@ -1,13 +1,11 @@
 // AVX2 quantized block products: vpmaddubsw makes 16 int16 pair sums of u8 x s8, vpmaddwd by ones 8 int32 sums.
-// Compiled for AVX2 by the pragma below, so the file builds for baseline x86-64 and runs only where the dispatch
-// found AVX2 (ops/quant.cpp).
+// Only this file is compiled for AVX2 (the Makefile's flags for it); the dispatch runs it only where the CPU has
+// AVX2 (ops/quant.cpp).
 #if defined(__x86_64__)
 #include <immintrin.h>
 
 #include "ops/quant_kernels.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
 #include "ops/quant_kernels_x86.h"
 
 namespace eng::quant_detail {
@@ -33,5 +31,4 @@ QuantKernels avx2_quant_kernels() {
 }
 
 }  // namespace eng::quant_detail
-#pragma GCC pop_options
 #endif

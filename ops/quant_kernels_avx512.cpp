@@ -1,13 +1,11 @@
 // AVX-512 VNNI quantized block products: one vpdpbusd (256-bit form, AVX512_VNNI + AVX512VL) makes the 8 int32 sums
-// of u8 x s8 products that AVX2 needs two instructions for, with no int16 intermediate. Compiled for AVX-512 VNNI by
-// the pragma below, so the file builds for baseline x86-64 and runs only where the dispatch found it (ops/quant.cpp).
+// of u8 x s8 products that AVX2 needs two instructions for, with no int16 intermediate. Only this file is compiled
+// for AVX-512 VNNI (the Makefile's flags for it); the dispatch runs it only where the CPU has it (ops/quant.cpp).
 #if defined(__x86_64__)
 #include <immintrin.h>
 
 #include "ops/quant_kernels.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")
 #include "ops/quant_kernels_x86.h"
 
 namespace eng::quant_detail {
@@ -31,5 +29,4 @@ QuantKernels avx512_vnni_quant_kernels() {
 }
 
 }  // namespace eng::quant_detail
-#pragma GCC pop_options
 #endif

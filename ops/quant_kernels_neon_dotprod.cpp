@@ -1,14 +1,12 @@
 // NEON quantized block products with the dot-product extension (ARMv8.2 DotProd, optional before ARMv8.4): sdot
-// adds four s8 x s8 products into each int32 lane, two per block. Compiled for the extension by the pragma below,
-// so the file builds for baseline ARMv8-A and runs only where the dispatch found it (ops/quant.cpp). The body is
+// adds four s8 x s8 products into each int32 lane, two per block. Only this file is compiled for the extension (the
+// Makefile's flags for it); the dispatch runs it only where the CPU has it (ops/quant.cpp). The body is
 // ops/quant_kernels_neon.h.
 #if defined(__aarch64__)
 #include <arm_neon.h>
 
 #include "ops/quant_kernels.h"
 
-#pragma GCC push_options
-#pragma GCC target("arch=armv8.2-a+dotprod")
 #include "ops/quant_kernels_neon.h"
 
 namespace eng::quant_detail {
@@ -31,5 +29,4 @@ QuantKernels neon_dotprod_quant_kernels() {
 }
 
 }  // namespace eng::quant_detail
-#pragma GCC pop_options
 #endif
