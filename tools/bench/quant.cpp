@@ -1,5 +1,5 @@
 // bench quant: generation speed from f32, q8_0 and q4_0 weights (ops/quant.h), the same random model in each form,
-// timed in one run on the KV-cache generator (stateful softmax, greedy, batch 1):
+// timed in one run on the allocation-free KV-cache Generator (models/generator.h: greedy, batch 1), as embed runs:
 //   medium  6 layers, d_model 288, 6 heads, FFN 1152, context 256, vocab 256: the shape of llama2.c's
 //           TinyStories-15M (24 MB of f32 weights)
 //   big     a model whose weights are --big-factor times the last-level cache, so that every token streams them
@@ -28,6 +28,7 @@
 #include "engine/parse_number.h"
 #include "engine/safetensors.h"
 #include "models/checkpoint.h"
+#include "models/generator.h"
 #include "models/quantized.h"
 #include "models/transformer.h"
 #include "ops/loss.h"
@@ -67,16 +68,20 @@ struct Timing {
   double wall = 1e30, cpu = 1e30;  // seconds per token, each the best of the runs
 };
 
-// Greedy generation of `tokens` tokens from token 0, `repeat` times.
+// Greedy generation of `tokens` tokens from token 0, `repeat` times, on the allocation-free Generator
+// (models/generator.h), as embed generates.
 Timing seconds_per_token(const LanguageModel& model, int64_t tokens, int64_t repeat) {
-  NoGradGuard no_grad;
+  Generator gen(model);
   Timing best;
   for (int64_t r = 0; r < repeat; ++r) {
-    auto state = model.new_state();
-    Tensor cur = zeros({1}, DType::I64);
+    gen.reset();
+    int64_t id = 0;
     const auto t0 = Clock::now();
     const double c0 = cpu_seconds();
-    for (int64_t t = 0; t < tokens; ++t) cur = argmax(model.step(cur, state), 1);
+    for (int64_t t = 0; t < tokens; ++t) {
+      const float* logits = gen.step(id);
+      id = int64_t(std::max_element(logits, logits + gen.outputs()) - logits);
+    }
     best.cpu = std::min(best.cpu, (cpu_seconds() - c0) / double(tokens));
     best.wall = std::min(best.wall, since(t0) / double(tokens));
   }
