@@ -7,6 +7,7 @@
 #include "engine/vec_kernels.h"
 #include "models/attention/linear.h"
 #include "models/attention/softmax.h"
+#include "models/positional.h"
 #include "ops/gemm.h"
 #include "ops/quant.h"
 
@@ -124,7 +125,10 @@ Generator::Generator(const LanguageModel& model)
   if (!model.layers.empty() && model.layers[0]->ffn.fc3) gate_.resize(hidden_.size());
   scores_.resize(size_t(max_len_));
   logits_.resize(size_t(model.head ? model.head->out_features() : model.config().vocab));
-  if (model.config().positional == PositionalKind::Sinusoidal) positions_ = sinusoidal_table(max_len_, d_);
+  if (model.config().positional == PositionalKind::Sinusoidal) {
+    positions_.reset(new float[d * size_t(max_len_)]);
+    for (int64_t i = 0; i < d_; ++i) frequencies_.push_back(sinusoidal_frequency(i, d_));
+  }
 }
 
 const float* Generator::step(int64_t id) {
@@ -140,7 +144,14 @@ const float* Generator::step(int64_t id) {
     std::copy_n(table.data<float>() + id * d_, d_, x_.data());
   const float scale = float(c.embed_scale > 0 ? c.embed_scale : std::sqrt(double(d_)));
   for (int64_t i = 0; i < d_; ++i) x_[size_t(i)] *= scale;
-  if (positions_.defined()) add_into(x_.data(), positions_.data<float>() + length_ * d_, d_);
+  if (positions_) {  // sinusoidal_table's row length_, in f32
+    float* row = positions_.get() + length_ * d_;
+    for (; positions_ready_ <= length_; ++positions_ready_) {
+      float* p = positions_.get() + positions_ready_ * d_;
+      for (int64_t i = 0; i < d_; ++i) p[i] = float(sinusoidal_entry(positions_ready_, i, frequencies_[size_t(i)]));
+    }
+    add_into(x_.data(), row, d_);
+  }
   if (const LearnedPositional* learned = model_.embed.learned())
     add_into(x_.data(), learned->weight.data<float>() + length_ * d_, d_);
 

@@ -50,7 +50,12 @@ class Generator {
   bool linear_ = false;
   std::vector<LayerState> states_;
   std::vector<float> x_, n_, q_, k_, v_, o_, a_, hidden_, gate_, scores_, logits_;
-  Tensor positions_;  // the sinusoidal table [max_len, d_model], when the model adds one
+  // The sinusoidal table [max_len, d_model], when the model adds one: left uninitialised, each row computed when
+  // its position is first reached (rows 0..positions_ready_ - 1 are), so that starting costs no table's time or
+  // pages. frequencies_ [d_model] holds the columns' f_i (models/positional.h).
+  std::unique_ptr<float[]> positions_;
+  std::vector<double> frequencies_;
+  int64_t positions_ready_ = 0;
   int64_t length_ = 0;
 };
 

@@ -39,13 +39,12 @@ Tensor sinusoidal_table(int64_t length, int64_t dim, int64_t offset, DType dtype
   Tensor t = empty({length, dim}, DType::F64);
   double* p = t.data<double>();
   for (int64_t pos = 0; pos < length; ++pos)
-    for (int64_t i = 0; i < dim; ++i) {
-      double freq = std::pow(10000.0, -double(i - i % 2) / double(dim));
-      double ang = double(pos + offset) * freq;
-      p[pos * dim + i] = i % 2 == 0 ? std::sin(ang) : std::cos(ang);
-    }
+    for (int64_t i = 0; i < dim; ++i)
+      p[pos * dim + i] = sinusoidal_entry(pos + offset, i, sinusoidal_frequency(i, dim));
   return t.to(dtype);
 }
+
+double sinusoidal_frequency(int64_t i, int64_t dim) { return std::pow(10000.0, -double(i - i % 2) / double(dim)); }
 
 LearnedPositional::LearnedPositional(int64_t max_len, int64_t dim, Rng& rng) {
   ENG_CHECK(max_len > 0 && dim > 0, "LearnedPositional: sizes must be positive, got ", max_len, " x ", dim);

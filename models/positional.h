@@ -7,6 +7,7 @@
 //   relative:   Transformer-XL (Dai et al. 2019 §3.3), models/relative_position.h: a sinusoid of the distance
 //               i - j, projected per layer, added to the attention logits with learned biases u and v
 #pragma once
+#include <cmath>
 #include <string>
 
 #include "engine/rng.h"
@@ -23,6 +24,13 @@ bool positional_is_absolute(PositionalKind k);
 
 // [length, dim] table of positions offset .. offset + length - 1.
 Tensor sinusoidal_table(int64_t length, int64_t dim, int64_t offset = 0, DType dtype = DType::F32);
+// Its entries one at a time (models/generator.h fills its rows as positions are reached): column i of position
+// pos is sin(pos · f_i) for even i, cos for odd, with f_i = 10000^(-2⌊i/2⌋ / dim) (Vaswani et al. 2017 §3.5).
+double sinusoidal_frequency(int64_t i, int64_t dim);
+inline double sinusoidal_entry(int64_t pos, int64_t i, double frequency) {
+  const double ang = double(pos) * frequency;
+  return i % 2 == 0 ? std::sin(ang) : std::cos(ang);
+}
 
 class LearnedPositional : public Module {
  public:
