@@ -30,11 +30,20 @@ void adopt_quantized(const Tensor& p, const Tensor& t) {
   impl->grad.reset();
 }
 
-std::vector<std::string> quantize_model(Module& model, QuantFormat f) {
+bool quant_keeps_q8(const std::string& name) {
+  auto ends_with = [&name](const std::string& tail) {
+    return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  return name == "head.weight" || ends_with("embed.tokens.weight") || ends_with(".v_proj.weight") ||
+         ends_with(".out_proj.weight");
+}
+
+std::vector<std::string> quantize_model(Module& model, QuantFormat f, bool pure) {
   std::vector<std::string> done;
   for (const auto& [name, p] : model.named_quantizable()) {
     if (p.dtype() != DType::F32 || p.dim() != 2 || p.size(1) % kQuantBlock != 0) continue;
-    adopt_quantized(p, quantize(p, f));
+    const bool end = f == QuantFormat::Q4_0 && !pure && quant_keeps_q8(name);
+    adopt_quantized(p, quantize(p, end ? QuantFormat::Q8_0 : f));
     done.push_back(name);
   }
   return done;

@@ -82,7 +82,13 @@ TEST_CASE("quant: a KV-cache and an RNN-form model generate from q8_0 and q4_0 w
       // The inference-only checkpoint loads into a fresh model and gives the same bits.
       const std::string path = dir.file(std::string("q_") + quant_format_name(f) + ".safetensors");
       std::map<std::string, std::string> meta = quant_metadata(q);
-      CHECK(meta.at("quant.model.head.weight") == quant_format_name(f));
+      // q4_0 keeps the token table, the head, and attention's v and out projections in q8_0
+      // (models/quantized.h); the other layers take the format.
+      for (const char* kept : {"head", "embed.tokens", "layers0.self_attn.v_proj", "layers1.self_attn.out_proj"})
+        CHECK(meta.at(std::string("quant.model.") + kept + ".weight") == "q8_0");
+      for (const char* taken :
+           {"layers0.ffn.fc1", "layers1.ffn.fc2", "layers0.self_attn.q_proj", "layers1.self_attn.k_proj"})
+        CHECK(meta.at(std::string("quant.model.") + taken + ".weight") == quant_format_name(f));
       save_checkpoint(path, q, nullptr, meta);
       LanguageModel loaded(small_model(attention));
       load_checkpoint(path, loaded, nullptr);
@@ -93,6 +99,24 @@ TEST_CASE("quant: a KV-cache and an RNN-form model generate from q8_0 and q4_0 w
       CHECK_THROWS_WITH(load_checkpoint(path, f32, &adam),
                         doctest::Contains("holds quantized weights (an inference-only file written by quantize)"));
     }
+  }
+}
+
+TEST_CASE("quant: q4_0 keeps the ends and attention's v and out projections in q8_0, none when pure") {
+  CHECK(quant_keeps_q8("head.weight"));
+  CHECK(quant_keeps_q8("embed.tokens.weight"));
+  CHECK(quant_keeps_q8("tgt_embed.tokens.weight"));
+  CHECK(quant_keeps_q8("layers3.cross_attn.v_proj.weight"));
+  CHECK(quant_keeps_q8("layers0.self_attn.out_proj.weight"));
+  CHECK(!quant_keeps_q8("layers0.self_attn.v_proj.bias"));
+  CHECK(!quant_keeps_q8("layers0.self_attn.q_proj.weight"));
+  CHECK(!quant_keeps_q8("layers0.ffn.fc1.weight"));
+  CHECK(!quant_keeps_q8("layers0.head.weight"));
+  LanguageModel m(small_model("softmax"));
+  CHECK(quantize_model(m, QuantFormat::Q4_0, true).size() == 2 * 6 + 2);
+  for (const auto& [key, format] : quant_metadata(m)) {
+    CAPTURE(key);
+    CHECK(format == "q4_0");
   }
 }
 

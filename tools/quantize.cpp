@@ -1,8 +1,9 @@
 // quantize: an inference-only copy of a checkpoint written by train, with every Linear weight and token-embedding
 // table whose last dimension is a multiple of 32 in q8_0 or q4_0 blocks (ops/quant.h; the file layout is in
-// docs/checkpoint.md); norms, biases and positions stay f32, and no optimizer state is kept. embed and
-// load_checkpoint read the result; train refuses it.
-//   build/quantize IN OUT --format q8_0|q4_0
+// docs/checkpoint.md); norms, biases and positions stay f32, and no optimizer state is kept. A q4_0 file keeps the
+// token tables, the head and attention's value and output projections in q8_0 unless --pure (models/quantized.h).
+// embed and load_checkpoint read the result; train refuses it.
+//   build/quantize IN OUT --format q8_0|q4_0 [--pure]
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -47,7 +48,10 @@ int run(int argc, char** argv) {
   Cli cli("quantize", "Writes an inference-only copy of a checkpoint written by train, its Linear weights and token "
           "embeddings quantized (docs/checkpoint.md).");
   cli.add_positionals("IN OUT", "the checkpoint to read; the file to write (replaced atomically)", 2);
-  auto& format = cli.add_string("format", "q8_0", "q8_0 (int8, 1.125 bytes per weight) or q4_0 (4-bit, 0.625)");
+  auto& format = cli.add_string("format", "q8_0", "q8_0 (int8, 1.125 bytes per weight) or q4_0 (4-bit, 0.625; the "
+                                "token tables, the head and attention's v and out projections in q8_0)");
+  const bool& pure = cli.add_bool("pure", false, "q4_0: every weight in q4_0, the ones above too (smaller, less "
+                                  "accurate)");
   if (!cli.parse(argc, argv)) return 0;
   ENG_CHECK(cli.positional().size() == 2, "quantize: expected IN and OUT (", cli.usage(), ")");
   const std::string in = cli.positional()[0], out = cli.positional()[1];
@@ -59,15 +63,19 @@ int run(int argc, char** argv) {
   std::unique_ptr<Module> model = model_for(in, metadata);
   load_checkpoint(in, *model, nullptr);
   const int64_t before = stored_bytes(*model);
-  const size_t count = quantize_model(*model, f).size();
+  const size_t count = quantize_model(*model, f, pure).size();
   // The run's description stays (config, task, step); the optimizer's keys go with its state.
   std::map<std::string, std::string> meta;
   for (const auto& [k, v] : metadata)
     if (k != "optimizer" && k != "optimizer_steps" && k != "checksum.crc32") meta[k] = v;
   for (const auto& [k, v] : quant_metadata(*model)) meta[k] = v;
   save_checkpoint(out, *model, nullptr, meta);
-  std::printf("%s: %zu tensors in %s; parameters %.2f MB -> %.2f MB\n", terminal_text(out).c_str(), count,
-              quant_format_name(f), double(before) / 1e6, double(stored_bytes(*model)) / 1e6);
+  std::map<std::string, int> per_format;
+  for (const auto& [key, name] : quant_metadata(*model)) per_format[name]++;
+  const int kept = f == QuantFormat::Q8_0 ? 0 : per_format["q8_0"];
+  std::printf("%s: %zu tensors in %s", terminal_text(out).c_str(), count - size_t(kept), quant_format_name(f));
+  if (kept > 0) std::printf(", %d in q8_0 (token tables, head, attention's v and out projections)", kept);
+  std::printf("; parameters %.2f MB -> %.2f MB\n", double(before) / 1e6, double(stored_bytes(*model)) / 1e6);
   return 0;
 }
 

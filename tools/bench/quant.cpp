@@ -6,13 +6,14 @@
 //           from memory: the weight bytes per token over the time per token is the bandwidth reached, printed
 //           beside memcpy's on a buffer of the f32 weights' size.
 // Each time is the best of --repeat runs, by wall clock and by the process's CPU time (the machine may be shared:
-// the ratios, to the f32 model of the same run, are by CPU time). --copy CHECKPOINT instead measures what quantization costs a trained copy-task model: held-out loss and
-// accuracy from f32 and each format.
+// the ratios, to the f32 model of the same run, are by CPU time). --copy CHECKPOINT, or --text CHECKPOINT --data FILE,
+// instead measure what quantization costs a trained model: held-out loss and accuracy from f32 and each format.
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -25,6 +26,7 @@
 #include "engine/error.h"
 #include "engine/threadpool.h"
 #include "datasets/copy_task.h"
+#include "datasets/text.h"
 #include "engine/parse_number.h"
 #include "engine/safetensors.h"
 #include "models/checkpoint.h"
@@ -147,43 +149,90 @@ void time_formats(const TransformerConfig& c, const std::vector<QuantFormat>& fo
   std::fflush(stdout);
 }
 
-// Held-out loss and accuracy of a copy-task checkpoint written by train, f32 and each format: the same batches
-// (a generator seeded apart from training's), teacher-forced, the copied half only (datasets/copy_task.h).
-void copy_quality(const std::string& path, const std::vector<QuantFormat>& formats, int64_t batches) {
+// What quality is measured on: a checkpoint written by train and the held-out batches to score it on.
+struct Quality {
+  std::string path, unit;  // unit: "nats" per target, or "bits" per byte (text)
+  TransformerConfig model;
+  std::vector<LMBatch> batches;
+};
+
+// The copy task's held-out batches: a generator seeded apart from training's, the copied half scored
+// (datasets/copy_task.h).
+Quality copy_quality(const std::string& path, int64_t batches, int64_t seed) {
   const RunConfig run = read_run_config(load_safetensors(path).metadata);
   ENG_CHECK(run.task.count("name") && run.task.at("name") == "copy", "bench quant: --copy ", path,
             " is not a copy-task checkpoint written by train");
-  const TransformerConfig c = TransformerConfig::from_map(run.model);
-  const CopyTask task(c.max_len, parse_int(run.task.at("symbols"), {1, 1 << 20}, "task.symbols"),
+  Quality q{path, "nats", TransformerConfig::from_map(run.model), {}};
+  const CopyTask task(q.model.max_len, parse_int(run.task.at("symbols"), {1, 1 << 20}, "task.symbols"),
                       run.task.at("fixed_length") == "true");
-  std::printf("\ncopy task, %s: %lld held-out batches of 32\n  %-6s %12s %10s %12s\n", path.c_str(),
-              (long long)batches, "format", "loss (nats)", "accuracy", "loss vs f32");
+  Rng rng(static_cast<uint64_t>(seed));
+  for (int64_t b = 0; b < batches; ++b) q.batches.push_back(task.sample(32, rng));
+  return q;
+}
+
+// A byte-level language model's test split (datasets/text.h: the last 5 % of --data, never trained on), in
+// consecutive windows of its context, at most 32 windows a batch.
+Quality text_quality(const std::string& path, const std::string& data) {
+  const RunConfig run = read_run_config(load_safetensors(path).metadata);
+  ENG_CHECK(run.task.count("name") && run.task.at("name") == "text" && !run.task.count("tokenizer"),
+            "bench quant: --text ", path, " is not a byte-level text checkpoint written by train");
+  Quality q{path, "bits", TransformerConfig::from_map(run.model), {}};
+  const TextCorpus corpus(data);
+  const int64_t len = q.model.max_len, windows = corpus.num_windows(TextSplit::Test, len);
+  ENG_CHECK(windows > 0, "bench quant: the test split of ", data, " holds no window of ", len + 1, " bytes");
+  for (int64_t w = 0; w < windows; w += 32)
+    q.batches.push_back(corpus.windows(TextSplit::Test, w, std::min<int64_t>(32, windows - w), len));
+  return q;
+}
+
+// Held-out loss (mean per scored target: nats, or bits for text) and accuracy from f32 and each format, the same
+// batches for each, teacher-forced. q4_0 is measured twice: as quantize writes it (the token tables and the head in
+// q8_0, models/quantized.h) and with every weight in q4_0 (quantize --pure).
+void print_quality(const Quality& q, const std::vector<QuantFormat>& formats) {
+  struct Variant {
+    std::string name;
+    bool quantized;
+    QuantFormat f;
+    bool pure;
+  };
+  std::vector<Variant> variants{{"f32", false, QuantFormat::Q8_0, false}};
+  for (QuantFormat f : formats) {
+    variants.push_back({quant_format_name(f), true, f, false});
+    if (f == QuantFormat::Q4_0) variants.push_back({"q4_0 pure", true, f, true});
+  }
+  int64_t targets = 0;
+  for (const LMBatch& b : q.batches) targets += b.targets.numel();
+  std::printf("\n%s: %zu held-out batches, %lld targets\n  %-9s %12s %10s %12s\n", q.path.c_str(), q.batches.size(),
+              (long long)targets, "weights", ("loss (" + q.unit + ")").c_str(), "accuracy", "loss vs f32");
+  const double per_unit = q.unit == "bits" ? 1 / std::log(2.0) : 1;
   double f32_loss = 0;
-  for (int i = 0; i <= int(formats.size()); ++i) {
-    LanguageModel m(c);
-    load_checkpoint(path, m, nullptr);
+  for (const Variant& v : variants) {
+    LanguageModel m(q.model);
+    load_checkpoint(q.path, m, nullptr);
     m.eval();
-    if (i > 0) quantize_model(m, formats[size_t(i - 1)]);
+    if (v.quantized) quantize_model(m, v.f, v.pure);
     NoGradGuard no_grad;
-    Rng rng(987654321);
     double loss = 0, right = 0, counted = 0;
-    for (int64_t b = 0; b < batches; ++b) {
-      const LMBatch batch = task.sample(32, rng);
+    for (const LMBatch& batch : q.batches) {
       const Tensor logits = m.forward(batch.inputs);
       const int64_t V = logits.size(-1), n = batch.targets.numel();
-      loss += cross_entropy(reshape(logits, {n, V}), reshape(batch.targets, {n})).item();
-      const Tensor picked = argmax(reshape(logits, {n, V}), 1);
+      const Tensor flat = reshape(logits, {n, V});
+      const Tensor picked = argmax(flat, 1);
+      int64_t scored = 0;
       for (int64_t j = 0; j < n; ++j) {
-        const double want = batch.targets.data<int64_t>()[j];
-        if (want == double(kIgnore)) continue;
-        right += double(picked.data<int64_t>()[j]) == want;
-        counted += 1;
+        const int64_t want = batch.targets.data<int64_t>()[j];
+        if (want == kIgnore) continue;
+        right += picked.data<int64_t>()[j] == want;
+        scored += 1;
       }
+      // cross_entropy is the mean over the scored targets: weight it by their count.
+      loss += cross_entropy(flat, reshape(batch.targets, {n})).item() * double(scored);
+      counted += double(scored);
     }
-    loss /= double(batches);
-    if (i == 0) f32_loss = loss;
-    std::printf("  %-6s %12.5f %9.3f%% %+11.2f%%\n", i == 0 ? "f32" : quant_format_name(formats[size_t(i - 1)]), loss,
-                100 * right / counted, 100 * (loss / f32_loss - 1));
+    loss = loss / counted * per_unit;
+    if (!v.quantized) f32_loss = loss;
+    std::printf("  %-9s %12.5f %9.3f%% %+11.2f%%\n", v.name.c_str(), loss, 100 * right / counted,
+                100 * (loss / f32_loss - 1));
   }
 }
 
@@ -212,11 +261,18 @@ int bench_quant(int argc, char** argv) {
   auto& copy = cli.add_string("copy", "", "a copy-task checkpoint written by train: print its held-out loss and "
                               "accuracy from f32 and each format instead of the speeds");
   auto& eval_batches = cli.add_int("eval-batches", 50, {1, 1 << 20}, "held-out batches of 32 for --copy");
+  auto& eval_seed = cli.add_int("eval-seed", 987654321, IntRange::at_least(0), "--copy: the seed of the held-out "
+                                "batches (training draws its own from --seed)");
+  auto& text = cli.add_string("text", "", "a byte-level text checkpoint written by train: print its bits per byte "
+                              "and accuracy on the test split of --data, from f32 and each format, instead of the "
+                              "speeds");
+  auto& data = cli.add_string("data", "", "--text: the file it was trained on");
   if (!cli.parse(argc, argv, 2)) return 0;
   set_num_threads(int(threads));
   const std::vector<QuantFormat> formats = parse_formats(formats_text);
-  if (!copy.empty()) {
-    copy_quality(copy, formats, eval_batches);
+  if (!copy.empty() || !text.empty()) {
+    ENG_CHECK(text.empty() || !data.empty(), "bench quant: --text needs --data, the file it was trained on");
+    print_quality(!copy.empty() ? copy_quality(copy, eval_batches, eval_seed) : text_quality(text, data), formats);
     return 0;
   }
   std::printf("bench quant: kernels %s, %lld thread(s), best of %lld runs\n", quant_kernel_levels().back().c_str(),
