@@ -66,6 +66,24 @@ TEST_CASE("checksum: crc32 and adler32 match their check values") {
   CHECK(adler32(ff.data(), ff.size()) == uint32_t(b << 16 | a));
 }
 
+TEST_CASE("checksum: crc32 past 64 KiB (four interleaved parts, joined) == the bitwise definition") {
+  std::vector<uint8_t> data(200003);
+  uint32_t x = 12345;
+  for (uint8_t& v : data) v = uint8_t((x = x * 1103515245u + 12345u) >> 24);
+  for (size_t n : {size_t(65536), size_t(65543), data.size()}) {
+    CAPTURE(n);
+    uint32_t c = ~0u;  // one bit at a time, from the polynomial alone
+    for (size_t i = 0; i < n; ++i) {
+      c ^= data[i];
+      for (int k = 0; k < 8; ++k) c = c & 1 ? (c >> 1) ^ 0xEDB88320u : c >> 1;
+    }
+    CHECK(crc32(data.data(), n) == ~c);
+  }
+  // running over two pieces, each past 64 KiB
+  CHECK(crc32(data.data() + 70001, data.size() - 70001, crc32(data.data(), 70001)) ==
+        crc32(data.data(), data.size()));
+}
+
 TEST_CASE("inflate: a dynamic-Huffman zlib stream from zlib decodes to its text") {
   const std::vector<uint8_t> z = from_hex(kDynamicZlib);
   REQUIRE(((z[2] >> 1) & 3) == 2);  // the block really is dynamic
