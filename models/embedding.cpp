@@ -2,6 +2,7 @@
 
 #include "engine/autograd.h"
 #include "engine/error.h"
+#include "engine/skip_init.h"
 #include "ops/binary.h"
 #include "ops/index.h"
 #include "ops/quant.h"
@@ -11,7 +12,9 @@ namespace eng {
 Embedding::Embedding(int64_t num_embeddings, int64_t dim, Rng& rng, double init_std) {
   ENG_CHECK(num_embeddings > 0 && dim > 0, "Embedding: sizes must be positive, got ", num_embeddings, " x ", dim);
   NoGradGuard no_grad;
-  weight = register_parameter("weight", mul_scalar(randn({num_embeddings, dim}, rng), init_std));
+  // Under SkipRandomInitGuard the draw is uninitialised and stays unscaled: scaling it would touch its pages.
+  const Tensor drawn = randn({num_embeddings, dim}, rng);
+  weight = register_parameter("weight", skipping_random_init() ? drawn : mul_scalar(drawn, init_std));
   set_quantizable("weight", true);
 }
 

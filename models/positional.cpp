@@ -5,6 +5,7 @@
 
 #include "engine/autograd.h"
 #include "engine/error.h"
+#include "engine/skip_init.h"
 #include "ops/binary.h"
 #include "ops/view.h"
 
@@ -49,7 +50,8 @@ double sinusoidal_frequency(int64_t i, int64_t dim) { return std::pow(10000.0, -
 LearnedPositional::LearnedPositional(int64_t max_len, int64_t dim, Rng& rng) {
   ENG_CHECK(max_len > 0 && dim > 0, "LearnedPositional: sizes must be positive, got ", max_len, " x ", dim);
   NoGradGuard no_grad;
-  weight = register_parameter("weight", mul_scalar(randn({max_len, dim}, rng), 0.02));
+  const Tensor drawn = randn({max_len, dim}, rng);  // not scaled under SkipRandomInitGuard (models/embedding.cpp)
+  weight = register_parameter("weight", skipping_random_init() ? drawn : mul_scalar(drawn, 0.02));
 }
 
 Tensor LearnedPositional::forward(int64_t length, int64_t offset) const {
