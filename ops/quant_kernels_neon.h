@@ -1,10 +1,10 @@
 // The NEON body of the quantized block products, included by ops/quant_kernels_neon.cpp (plain Advanced SIMD) and
-// ops/quant_kernels_neon_dotprod.cpp (under `#pragma GCC target` for the dot-product extension): they differ only
+// ops/quant_kernels_neon_dotprod.cpp (built with the dot-product extension's flag): they differ only
 // in the Product policy that turns a block's 32 weights and 32 activations into 4 int32 partial sums. The 4 columns
 // of a tile are reduced together by pairwise adds to their exact block sums, which take the f32 steps of
 // ops/quant.h in 4 lanes (vmulq, vaddq; never a fused vfmaq), so both give the scalar reference's bits.
 // Everything is in an anonymous namespace and the includer includes <arm_neon.h> and ops/quant_kernels.h before
-// its pragma, so that no copy built for the extension is merged by the linker with a baseline one.
+// this body, so that no copy built for the extension is merged by the linker with a baseline one.
 #pragma once
 #include <arm_neon.h>
 

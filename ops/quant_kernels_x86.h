@@ -1,12 +1,12 @@
 // The x86 body of the quantized block products, included by ops/quant_kernels_avx2.cpp and
-// ops/quant_kernels_avx512.cpp under their `#pragma GCC target`: they differ only in the instruction that turns a
-// block of 32 weight bytes and 32 activation bytes into 8 int32 partial sums (the Product policies), so both give
-// the scalar reference's bits. A tile is up to 4 rows of x by 4 rows of W: each W block is loaded once for the
-// rows, and the 4 columns' partial sums of one row are reduced together (three vphaddd and one add) to the 4 exact
-// block sums, which then take the f32 steps of ops/quant.h in 4 lanes.
+// ops/quant_kernels_avx512.cpp, each built for its instruction set (the Makefile's flags): they differ only in the
+// instruction that turns a block of 32 weight bytes and 32 activation bytes into 8 int32 partial sums (the Product
+// policies), so both give the scalar reference's bits. A tile is up to 4 rows of x by 4 rows of W: each W block is
+// loaded once for the rows, and the 4 columns' partial sums of one row are reduced together (three vphaddd and one
+// add) to the 4 exact block sums, which then take the f32 steps of ops/quant.h in 4 lanes.
 // Everything here is in an anonymous namespace, and the includer includes <immintrin.h> and ops/quant_kernels.h
-// before its pragma: the two files' copies, built for different instruction sets, must never be merged by the
-// linker, nor an inline function of a shared header be built for one of them.
+// first: the two files' copies, built for different instruction sets, must never be merged by the linker, nor an
+// inline function of a shared header be built for one of them.
 #pragma once
 #include <immintrin.h>
 
