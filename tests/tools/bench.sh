@@ -135,3 +135,7 @@ refused curves "$dir/flat.csv" -- "error: bench curves: --svg OUT.svg is require
 top="$(dirname "${BASH_SOURCE[0]}")/../.."
 ! grep -rnE "\.\./shared|anchors\.md" "$top"/{tools,engine,ops,models,datasets,docs,README.md,Makefile,.ci}
 check "code and docs refer to nothing outside the repository" $?
+refused quant --text "$dir/none.st" -- "bench quant: --text needs --data, the file it was trained on"
+check "bench quant --text without --data" $?
+refused quant --copy "$dir/none.st" -- "none.st"
+check "bench quant --copy names a missing checkpoint" $?

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/allocator.h"
 #include "engine/autograd.h"
 #include "engine/cli.h"
 #include "engine/error.h"
@@ -70,24 +71,19 @@ struct Timing {
   double wall = 1e30, cpu = 1e30;  // seconds per token, each the best of the runs
 };
 
-// Greedy generation of `tokens` tokens from token 0, `repeat` times, on the allocation-free Generator
-// (models/generator.h), as embed generates.
-Timing seconds_per_token(const LanguageModel& model, int64_t tokens, int64_t repeat) {
-  Generator gen(model);
-  Timing best;
-  for (int64_t r = 0; r < repeat; ++r) {
-    gen.reset();
-    int64_t id = 0;
-    const auto t0 = Clock::now();
-    const double c0 = cpu_seconds();
-    for (int64_t t = 0; t < tokens; ++t) {
-      const float* logits = gen.step(id);
-      id = int64_t(std::max_element(logits, logits + gen.outputs()) - logits);
-    }
-    best.cpu = std::min(best.cpu, (cpu_seconds() - c0) / double(tokens));
-    best.wall = std::min(best.wall, since(t0) / double(tokens));
+// One greedy generation of `tokens` tokens from token 0 on the allocation-free Generator (models/generator.h), as
+// embed generates; keeps the faster of it and `best`.
+void time_generation(Generator& gen, int64_t tokens, Timing& best) {
+  gen.reset();
+  int64_t id = 0;
+  const auto t0 = Clock::now();
+  const double c0 = cpu_seconds();
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* logits = gen.step(id);
+    id = int64_t(std::max_element(logits, logits + gen.outputs()) - logits);
   }
-  return best;
+  best.cpu = std::min(best.cpu, (cpu_seconds() - c0) / double(tokens));
+  best.wall = std::min(best.wall, since(t0) / double(tokens));
 }
 
 int64_t weight_bytes(const Module& m) {
@@ -126,21 +122,23 @@ struct Row {
   int64_t bytes = 0;
 };
 
-// The model in f32 and each format of `formats`, timed in turn; prints tokens/s by wall and by CPU time, the ratios
-// to f32 (by CPU time), and the weights' GB/s (bytes per token over CPU seconds per token).
+// The model in f32 and each format of `formats`, timed by turns (f32, q8_0, q4_0, f32, ...: a change of the machine's
+// load during the run falls on every form alike); prints tokens/s by wall and by CPU time, the ratios to f32 (by CPU
+// time), and the weights' GB/s (bytes per token over CPU seconds per token).
 void time_formats(const TransformerConfig& c, const std::vector<QuantFormat>& formats, int64_t tokens, int64_t repeat) {
+  std::vector<std::unique_ptr<LanguageModel>> models;
   std::vector<Row> rows;
-  {
-    LanguageModel f32(c);
-    f32.eval();
-    rows.push_back({"f32", seconds_per_token(f32, tokens, repeat), weight_bytes(f32)});
+  for (size_t i = 0; i <= formats.size(); ++i) {
+    models.push_back(std::make_unique<LanguageModel>(c));  // the same seed: the same weights
+    models.back()->eval();
+    if (i > 0) quantize_model(*models.back(), formats[i - 1]);
+    allocator::empty_cache();  // the f32 weights a quantized model replaced: all three models are held at once
+    rows.push_back({i == 0 ? "f32" : quant_format_name(formats[i - 1]), Timing(), weight_bytes(*models.back())});
   }
-  for (QuantFormat f : formats) {
-    LanguageModel q(c);  // the same seed: the same weights
-    q.eval();
-    quantize_model(q, f);
-    rows.push_back({quant_format_name(f), seconds_per_token(q, tokens, repeat), weight_bytes(q)});
-  }
+  std::vector<std::unique_ptr<Generator>> gens;
+  for (const auto& m : models) gens.push_back(std::make_unique<Generator>(*m));
+  for (int64_t r = 0; r < repeat; ++r)
+    for (size_t i = 0; i < gens.size(); ++i) time_generation(*gens[i], tokens, rows[i].t);
   std::printf("  %-6s %11s %13s %12s %13s %10s %9s\n", "format", "weights MB", "tokens/s wall", "tokens/s cpu",
               "us/token cpu", "vs f32", "GB/s");
   for (const Row& r : rows)
