@@ -5,8 +5,9 @@
 //   big     a model whose weights are --big-factor times the last-level cache, so that every token streams them
 //           from memory: the weight bytes per token over the time per token is the bandwidth reached, printed
 //           beside memcpy's on a buffer of the f32 weights' size.
-// Each time is the best of --repeat runs, by wall clock and by the process's CPU time (the machine may be shared:
-// the ratios, to the f32 model of the same run, are by CPU time). --copy CHECKPOINT, or --text CHECKPOINT --data FILE,
+// Each time is the best of --repeat runs, the forms taking turns, by wall clock and by the process's CPU time (the
+// machine may be shared: the ratios, to the f32 model of the same run, are by CPU time). The last-level cache is
+// what sysconf reports unless --llc-mb says otherwise: on a VM it may be the whole socket's (docs/kernels.md). --copy CHECKPOINT, or --text CHECKPOINT --data FILE,
 // instead measure what quantization costs a trained model: held-out loss and accuracy from f32 and each format.
 #include <time.h>
 #include <unistd.h>
