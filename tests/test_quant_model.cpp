@@ -114,9 +114,9 @@ TEST_CASE("quant: q4_0 keeps the ends and attention's v and out projections in q
   CHECK(!quant_keeps_q8("layers0.head.weight"));
   LanguageModel m(small_model("softmax"));
   CHECK(quantize_model(m, QuantFormat::Q4_0, true).size() == 2 * 6 + 2);
-  for (const auto& [key, format] : quant_metadata(m)) {
-    CAPTURE(key);
-    CHECK(format == "q4_0");
+  for (const auto& entry : quant_metadata(m)) {  // not a structured binding: clang's C++17 cannot capture one
+    CAPTURE(entry.first);
+    CHECK(entry.second == "q4_0");
   }
 }
 
