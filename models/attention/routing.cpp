@@ -9,9 +9,9 @@
 #include "engine/error.h"
 #include "engine/rng.h"
 #include "engine/threadpool.h"
-#include "models/attention/exact_topk.h"
 #include "ops/binary.h"
 #include "ops/index.h"
+#include "ops/key_list_attention.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"
 #include "ops/softmax.h"
@@ -265,18 +265,17 @@ Tensor RoutingAttention::attend_causal(const Tensor& qn, const Tensor& kn, const
                                        const AttentionMask& mask) const {
   const int64_t B = qn.size(0), H = qn.size(1), N = qn.size(2), Dv = v.size(3);
   const Routes r = causal_routes_normalised(qn.detach(), kn.detach(), mask);
-  const int64_t kk = r.keys.size(3);
-  if (kk == 0) return zeros({B, H, N, Dv}, qn.dtype());
+  auto lists = std::make_shared<KeyLists>();
+  lists->kk = r.keys.size(3);
+  if (lists->kk == 0) return zeros({B, H, N, Dv}, qn.dtype());
   const std::vector<double> flat = r.keys.to_vector();
-  const std::vector<int64_t> keys(flat.begin(), flat.end());
-  const KeyListAttention lists = gather_key_lists(qn, kn, v, keys, kk);
-  Tensor logits = lists.logits;
+  lists->keys.assign(flat.begin(), flat.end());
   if (shared_qk_) {  // −1e5 on each query's own key
-    std::vector<double> self(keys.size(), 0.0);
-    for (size_t s = 0; s < keys.size(); ++s) self[s] = keys[s] == int64_t(s) / kk % N ? kSelfLogit : 0.0;
-    logits = add(logits, from_vector(self, {B, H, N, 1, kk}, qn.dtype()));
+    lists->bias.assign(flat.size(), 0.0);
+    for (size_t s = 0; s < flat.size(); ++s)
+      if (lists->keys[s] == int64_t(s) / lists->kk % N) lists->bias[s] = kSelfLogit;
   }
-  return apply_key_lists(softmax(logits, -1), lists);  // a query with no key: zeros
+  return key_list_attention(qn, kn, v, lists, 1.0 / std::sqrt(double(qn.size(3))));  // no key: zeros
 }
 
 std::unique_ptr<AttentionState> RoutingAttention::new_state() const {

@@ -20,8 +20,8 @@
 //
 // Cost per head: O(N·C·D) to score against the centroids, O(C·N log w) to pick the sets, O(C·w²·(D + Dv)) time
 // and O(C·w²) memory for the routed logits — O(N·w·D) with the default w = ⌈N / C⌉ — never N × N. Causal: O(N·C·D)
-// to route, O(N·w) to walk back to each query's keys (O(N²) at worst), O(N·w·(D + Dv)) time and memory for the
-// gathered keys and values (exact_topk.h's key lists), with w the longest list.
+// to route, O(N·w) to walk back to each query's keys (O(N²) at worst), O(N·w·(D + Dv)) time and O(N·(w + Dv))
+// memory in the fused key-list op (ops/key_list_attention.h: no gathered keys or values), w the longest list.
 //
 // Options: clusters = C (default 8), window = w (default 0: ⌈N / C⌉ at each call, capped at N; causal: the whole
 // cluster), decay = λ in
