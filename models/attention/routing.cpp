@@ -230,7 +230,9 @@ std::vector<int64_t> RoutingAttention::nearest_centroids(const Tensor& x) const 
 
 RoutingAttention::Routes RoutingAttention::causal_routes_normalised(const Tensor& qn, const Tensor& kn,
                                                                     const AttentionMask& mask) const {
-  const int64_t B = qn.size(0), H = qn.size(1), N = qn.size(2);
+  const int64_t B = qn.size(0), H = qn.size(1), N = qn.size(2), D = qn.size(3);
+  ENG_CHECK(H == heads_ && D == head_dim_, "attention 'routing': q ", qn.shape(), " needs ", heads_, " heads of dim ",
+            head_dim_, " (the centroids are [", heads_, ", ", clusters_, ", ", head_dim_, "])");
   const std::vector<int64_t> qc = nearest_centroids(qn), kc = nearest_centroids(kn);
   // Keys of query i: walking back from its last visible key, the first w of its cluster (all with w = 0).
   std::vector<std::vector<int64_t>> lists(size_t(B * H * N));
@@ -239,8 +241,9 @@ RoutingAttention::Routes RoutingAttention::causal_routes_normalised(const Tensor
     for (int64_t i = 0; i < N; ++i) {
       std::vector<int64_t>& list = lists[size_t(bh * N + i)];
       const int64_t c = qc[size_t(bh * N + i)];
-      for (int64_t j = attention_key_end(mask, bh / H, i, N) - 1; j >= 0; --j)
-        if (kc[size_t(bh * N + j)] == c && (window_ == 0 || int64_t(list.size()) < window_)) list.push_back(j);
+      const auto full = [&] { return window_ > 0 && int64_t(list.size()) == window_; };
+      for (int64_t j = attention_key_end(mask, bh / H, i, N) - 1; j >= 0 && !full(); --j)
+        if (kc[size_t(bh * N + j)] == c) list.push_back(j);
       kk = std::max<int64_t>(kk, int64_t(list.size()));
     }
   std::vector<double> keys(size_t(B * H * N * kk), -1.0);
