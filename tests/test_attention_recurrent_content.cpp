@@ -182,7 +182,7 @@ TEST_CASE("recurrent content: a 2-layer model generates the parallel form's logi
   }
 }
 
-TEST_CASE("recurrent content: reformer's state stays R·nb rings of w slots, whatever the length") {
+TEST_CASE("recurrent content: reformer's state grows to R·nb rings of w slots, never more, whatever the length") {
   auto a = build({"reformer", {{"buckets", "2"}, {"chunk", "2"}, {"rounds", "2"}}});
   const Inputs in = inputs(2, DType::F64, 8);
   AttentionMask mask;
@@ -192,10 +192,24 @@ TEST_CASE("recurrent content: reformer's state stays R·nb rings of w slots, wha
     mask.query_offset = t;
     a->step(narrow(in.q, 2, t, 1), narrow(in.k, 2, t, 1), narrow(in.v, 2, t, 1), *state, mask);
     state->length = t + 1;
-    const auto& s = dynamic_cast<const ReformerState&>(*state);
+    const auto& s = dynamic_cast<const ReformerState&>(*state);  // w = 4 (chunk 2): rings of 4 from the start
     CHECK(s.keys.shape() == Shape{kB, kH, 4, 4, kD});
     CHECK(s.values.shape() == Shape{kB, kH, 4, 4, kD});
   }
+  // w = 24 (chunk 12) over 20 steps of 2 buckets: 8 slots, then 16 when a bucket passes 8 positions, never 24
+  auto wide = build({"reformer", {{"buckets", "2"}, {"chunk", "12"}}});
+  auto ws = wide->new_state();
+  int64_t grew = 0;
+  for (int64_t t = 0; t < kL; ++t) {
+    mask.query_offset = t;
+    const Tensor out = wide->step(narrow(in.q, 2, t, 1), narrow(in.k, 2, t, 1), narrow(in.v, 2, t, 1), *ws, mask);
+    ws->length = t + 1;
+    const int64_t cap = dynamic_cast<const ReformerState&>(*ws).keys.size(3);
+    CHECK((cap == 8 || cap == 16));
+    grew += cap == 16;
+    CHECK(max_abs_diff(out, parallel_row(*wide, in, kL, t)) < 1e-9);  // the same rows before and after growing
+  }
+  CHECK(grew > 0);
 }
 
 TEST_CASE("recurrent content: step keeps the hashes, clusters and centroids fixed, even in training mode") {

@@ -40,6 +40,21 @@ std::vector<double> as_doubles(const std::vector<int64_t>& v) { return std::vect
 // The keys of shared-QK attention: k = q / ‖q‖ (Sec. 2), for the parallel form and the step alike.
 Tensor shared_keys(const Tensor& q) { return mul(q, rsqrt(add_scalar(sum(mul(q, q), {3}, true), kNormEps))); }
 
+// The rings with `cap` slots each (more than they hold): the held slots copied, the new ones empty. While the rings
+// have fewer than w slots none has wrapped, so a ring's n-th position sits in slot n and stays there.
+void grow_rings(ReformerState& s, int64_t cap) {
+  auto grown = [cap](const Tensor& x, double fill) {
+    Shape shape = x.shape();
+    shape[3] = cap;
+    Tensor y = full(shape, fill, x.dtype());
+    y.as_strided(x.shape(), y.strides(), 0).copy_from(x);
+    return y;
+  };
+  s.keys = grown(s.keys, 0);
+  s.values = grown(s.values, 0);
+  s.positions = grown(s.positions, -1);
+}
+
 }  // namespace
 
 ReformerAttention::ReformerAttention(const AttentionConfig& config)
@@ -169,17 +184,24 @@ Tensor ReformerAttention::attend_step(const Tensor& q, const Tensor&, const Tens
   const int64_t R = rounds_, w = window(), rings = R * nb_;
   check_step_length(who, t, s->stored);
   if (t == 0) {
-    s->keys = zeros({B, H, rings, w, D}, q.dtype());
-    s->values = zeros({B, H, rings, w, Dv}, q.dtype());
-    s->positions = full({B, H, rings, w}, -1, DType::I64);
+    s->keys = zeros({B, H, rings, 0, D}, q.dtype());
+    s->values = zeros({B, H, rings, 0, Dv}, q.dtype());
+    s->positions = zeros({B, H, rings, 0}, DType::I64);
     s->counts = zeros({B, H, R, nb_}, DType::I64);
   }
-  ENG_CHECK(s->keys.shape() == Shape({B, H, rings, w, D}) && s->values.shape() == Shape({B, H, rings, w, Dv}) &&
-                s->keys.dtype() == q.dtype(),
+  const int64_t held_before = s->keys.size(3);
+  ENG_CHECK(s->keys.shape() == Shape({B, H, rings, held_before, D}) &&
+                s->values.shape() == Shape({B, H, rings, held_before, Dv}) && s->keys.dtype() == q.dtype(),
             who, ": q ", q.shape(), " and v ", v.shape(), " (", dtype_name(q.dtype()), ") do not match the state's "
             "rings ", s->keys.shape(), " and ", s->values.shape(), " (", dtype_name(s->keys.dtype()), ")");
   const std::vector<int64_t> bucket = hash(q, call());  // [R, B·H]: t's bucket in every round
   const std::vector<double> qv = q.to_vector(), kv = shared_keys(q).to_vector(), vv = v.to_vector();
+  int64_t fullest = 0;  // the most positions a ring will hold after this step
+  for (int64_t bh = 0; bh < B * H; ++bh)
+    for (int64_t r = 0; r < R; ++r)
+      fullest = std::max(fullest, s->counts.data<int64_t>()[(bh * R + r) * nb_ + bucket[size_t(r * B * H + bh)]] + 1);
+  if (fullest > held_before && held_before < w) grow_rings(*s, std::min(w, std::max<int64_t>(8, 2 * held_before)));
+  const int64_t cap = s->keys.size(3);  // slots per ring: w once some bucket has filled its window
   int64_t* counts = s->counts.data<int64_t>();
   int64_t* pos = s->positions.data<int64_t>();
   std::vector<int64_t> ring(size_t(B * H * R)), held(ring.size());  // t's ring per (bh, r) and how full it is
@@ -188,7 +210,7 @@ Tensor ReformerAttention::attend_step(const Tensor& q, const Tensor&, const Tens
     for (int64_t bh = 0; bh < B * H; ++bh)
       for (int64_t r = 0; r < R; ++r) {
         const int64_t bk = bucket[size_t(r * B * H + bh)], at = (bh * R + r) * nb_ + bk, n = counts[at]++;
-        const int64_t slot = at * w + n % w, bg = bh / H * G + bh % H / (H / G);
+        const int64_t slot = at * cap + n % cap, bg = bh / H * G + bh % H / (H / G);  // no wrap while cap < w
         std::copy(&kv[size_t(bh * D)], &kv[size_t(bh * D)] + D, K + slot * D);
         std::copy(&vv[size_t(bg * Dv)], &vv[size_t(bg * Dv)] + Dv, V + slot * Dv);
         pos[slot] = t;
@@ -205,7 +227,7 @@ Tensor ReformerAttention::attend_step(const Tensor& q, const Tensor&, const Tens
   auto rounds_seen = [&](int64_t bh, int64_t j) {
     int64_t n = 0;
     for (int64_t r = 0; r < R; ++r) {
-      const int64_t* p = pos + ring[size_t(bh * R + r)] * w;
+      const int64_t* p = pos + ring[size_t(bh * R + r)] * cap;
       n += std::find(p, p + held[size_t(bh * R + r)], j) != p + held[size_t(bh * R + r)];
     }
     return n;
@@ -217,10 +239,10 @@ Tensor ReformerAttention::attend_step(const Tensor& q, const Tensor&, const Tens
       logits.clear();
       values.resize(size_t(n * Dv));
       ENG_DISPATCH(q.dtype(), T, {
-        const T *K = s->keys.data<T>() + at * w * D, *V = s->values.data<T>() + at * w * Dv;
+        const T *K = s->keys.data<T>() + at * cap * D, *V = s->values.data<T>() + at * cap * Dv;
         std::copy(V, V + n * Dv, values.begin());
         for (int64_t e = 0; e < n; ++e) {
-          const int64_t j = pos[at * w + e];
+          const int64_t j = pos[at * cap + e];
           if (j == t) {
             logits.push_back(kSelfLogit);
             continue;

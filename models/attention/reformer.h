@@ -29,7 +29,7 @@
 // Recurrent form (built causal): step() equals the causal parallel form's row t. The hashes are fixed during
 // generation (call() is never advanced by step()). The state is, per round and bucket, a ring of the bucket's w most
 // recent positions (key k_j = q_j/‖q_j‖, value, position): t enters the ring of its bucket and attends to it. It is
-// bounded: R·nb·w slots per head, whatever the length. Cost per step and head: O(R·D·nb/2) to hash, O(R·w·(D + Dv))
+// bounded: R·nb·w slots per head at most, whatever the length (fewer while no bucket has w positions). Cost per step and head: O(R·D·nb/2) to hash, O(R·w·(D + Dv))
 // to attend, O(R²·w²) more with dedup (N_tj by looking j up in t's ring of every round).
 #pragma once
 #include <cstdint>
@@ -42,11 +42,12 @@
 namespace eng {
 
 // The recurrent state of causal Reformer attention: per (batch, head) R·nb rings (round r, bucket b at r·nb + b) of
-// w slots; the n-th position of a bucket (n from 0) sits in slot n mod w.
+// `cap` slots; cap doubles (from 8) when a ring fills, up to w; the n-th position of a bucket (n from 0) sits in slot
+// n mod cap (no ring wraps before cap = w).
 struct ReformerState : AttentionState {
-  Tensor keys;       // [B, H, R·nb, w, D]: k_j = q_j / ‖q_j‖ (shared QK)
-  Tensor values;     // [B, H, R·nb, w, Dv]: v_j of j's K/V group
-  Tensor positions;  // [B, H, R·nb, w] i64: j, or −1 for a slot not filled yet
+  Tensor keys;       // [B, H, R·nb, cap, D]: k_j = q_j / ‖q_j‖ (shared QK)
+  Tensor values;     // [B, H, R·nb, cap, Dv]: v_j of j's K/V group
+  Tensor positions;  // [B, H, R·nb, cap] i64: j, or −1 for a slot not filled yet
   Tensor counts;     // [B, H, R, nb] i64: positions per bucket so far
   int64_t stored = 0;
 };
