@@ -91,10 +91,12 @@ Tensor ImprovedClusteredAttention::prefix_causal(const Tensor& q, const Tensor& 
   std::vector<int64_t> keys(size_t(B * H * N * kk), -1);
   for (int64_t bh = 0; bh < B * H; ++bh) {
     const RowReader query = [&](int64_t i, double* x) {
-      std::copy(&qv[size_t((bh * N + i) * D)], &qv[size_t((bh * N + i + 1) * D)], x);
+      const double* row = qv.data() + (bh * N + i) * D;
+      std::copy(row, row + D, x);
     };
     const RowReader key = [&](int64_t j, double* x) {
-      std::copy(&kv[size_t((bh * Lk + j) * D)], &kv[size_t((bh * Lk + j + 1) * D)], x);
+      const double* row = kv.data() + (bh * Lk + j) * D;
+      std::copy(row, row + D, x);
     };
     for (int64_t i = 0; i < N; ++i) {
       const std::vector<uint64_t> prefix(code.begin() + bh * N, code.begin() + bh * N + i + 1);
