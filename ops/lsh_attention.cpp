@@ -77,21 +77,33 @@ struct Lsh {
     }
   }
 
-  // N_ij of query slot a and key slot w, from the chunks of both in every round.
-  int64_t seen(const Chunk<T>& C, int64_t a, int64_t w) const {
+  // Window mode: whether query i sees key j in round r (same bucket, j among the W sorted at or before i).
+  bool in_window(int64_t bh, int64_t r, int64_t i, int64_t j) const {
+    const size_t at = size_t((bh * L.R + r) * L.N);
+    const int64_t gap = L.slot[at + size_t(i)] - L.slot[at + size_t(j)];
+    return L.bucket[at + size_t(i)] == L.bucket[at + size_t(j)] && gap >= 0 && gap < L.window;
+  }
+
+  // N_ij of query slot a and key slot w, from the chunks of both in every round (window mode: from the windows).
+  int64_t seen(const Chunk<T>& C, int64_t bh, int64_t a, int64_t w) const {
     const int64_t R = L.R;
+    if (L.window > 0) {
+      int64_t n = 0;
+      for (int64_t r = 0; r < R; ++r) n += in_window(bh, r, C.qi[size_t(a)], C.kj[size_t(w)]);
+      return n;
+    }
     const int64_t *ic = &C.qc[size_t(a * R)], *ip = &C.qp[size_t(a * R)], *jc = &C.kc[size_t(w * R)];
     int64_t n = 0;
     for (int64_t r = 0; r < R; ++r) n += jc[r] == ic[r] || (L.nc > 1 && jc[r] == ip[r]);
     return n;
   }
 
-  // C.s = the logits of the gathered chunk (after gather()).
-  void logits(Chunk<T>& C, int64_t bh) const {
+  // C.s = the logits of the gathered chunk of round r (after gather()).
+  void logits(Chunk<T>& C, int64_t bh, int64_t r_chunk) const {
     const int64_t c = L.c, b = bh / L.H, R = L.R, N = L.N;
     const T neg_inf = -std::numeric_limits<T>::infinity();
     tile_product<T>(c, W, D, C.qs.data(), D, 1, C.ks.data(), 1, D, C.s.data(), W, false);
-    if (dedup) {
+    if (dedup && L.window == 0) {
       auto chunk_in = [&](int64_t r, int64_t i) { return L.slot[size_t((bh * R + r) * N + i)] / c; };
       for (int64_t a = 0; a < c; ++a)
         for (int64_t r = 0; r < R; ++r) {
@@ -110,12 +122,12 @@ struct Lsh {
       T* row = &C.s[size_t(a * W)];
       for (int64_t w = 0; w < W; ++w) {
         const int64_t j = C.kj[size_t(w)];
-        if (j < 0 || j >= end)
+        if (j < 0 || j >= end || (L.window > 0 && !in_window(bh, r_chunk, i, j)))
           row[w] = neg_inf;
         else if (j == i)
           row[w] = self_logit;
         else if (dedup)
-          row[w] = row[w] * scale - log_count[size_t(seen(C, a, w))];
+          row[w] = row[w] * scale - log_count[size_t(seen(C, bh, a, w))];
         else
           row[w] = row[w] * scale;
       }
@@ -135,7 +147,7 @@ void lsh_forward(const Lsh<T>& P, T* out) {
     for (int64_t t = lo; t < hi; ++t) {
       const int64_t bh = t / (R * nc), r = t / nc % R, ch = t % nc;
       P.gather(C, bh, r, ch);
-      P.logits(C, bh);
+      P.logits(C, bh, r);
       for (int64_t a = 0; a < c; ++a) {  // the row becomes exp(l - max); a row with no visible key stays all 0
         T* row = &C.s[size_t(a * W)];
         m[size_t(a)] = row_maximum(row, W);
@@ -194,7 +206,7 @@ struct LshBackward {
         for (int64_t e = 0; e < Dv && orow; ++e) d += gr[e] * orow[e];
         S.delta[size_t(a)] = d;
       }
-      P.logits(C, bh);
+      P.logits(C, bh, r);
       for (int64_t a = 0; a < c; ++a) {  // p = exp(l - z); a row with no visible key has p = 0
         T* row = &C.s[size_t(a * W)];
         if (S.z[size_t(a)] == neg_inf)
@@ -294,6 +306,17 @@ void check_lsh_chunk_layout(const LshChunkLayout& L, int64_t B, int64_t H, int64
     ENG_CHECK(used == N, op, ": the layout's order of head-round ", t, " holds ", used, " of ", N, " positions");
   }
   for (int64_t e : L.key_end) ENG_CHECK(e >= 0 && e <= N, op, ": the layout's key_end ", e, " is outside [0, ", N, "]");
+  if (L.window == 0) return;
+  ENG_CHECK(L.window > 0 && L.c == std::min(L.window, N) && L.bucket.size() == size_t(BHR * N), op,
+            ": a layout of window ", L.window, " needs chunks of min(window, N) = ", std::min(L.window, N),
+            " (has ", L.c, ") and ", BHR * N, " bucket ids (has ", L.bucket.size(), ")");
+  for (int64_t t = 0; t < BHR; ++t)  // sorted stably by bucket: (bucket, position) increases along the slots
+    for (int64_t s = 1; s < N; ++s) {
+      const int64_t i = L.order[size_t(t * Np + s - 1)], j = L.order[size_t(t * Np + s)];
+      const auto bucket = [&](int64_t n) { return L.bucket[size_t(t * N + n)]; };
+      ENG_CHECK(i >= 0 && j >= 0 && (bucket(i) < bucket(j) || (bucket(i) == bucket(j) && i < j)), op,
+                ": the layout's slots ", s - 1, " and ", s, " of head-round ", t, " are not sorted by (bucket, position)");
+    }
 }
 
 std::pair<Tensor, Tensor> lsh_chunk_attention(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -9,6 +9,11 @@
 //   self_logit                when j == i (Sec. 2.1: a token attends to itself only when nothing else is visible),
 //   q_i·k_j·scale − log N_ij  otherwise, the log term only with dedup and R > 1 (Eq. 9–10): N_ij counts the rounds
 //                             in which j is in the own or the previous chunk of i.
+// Window mode (layout.window = w > 0, Reformer's causal form, models/attention/reformer.h): key j is visible to
+// query i in round r only when both share round r's bucket and 0 ≤ slot(i) − slot(j) < w: i itself and the w − 1
+// positions sorted just before it in its bucket, which with a stable sort are its bucket's most recent earlier
+// positions. Then c = min(w, N), so the own and the previous chunk cover every window, and N_ij counts the rounds in
+// which j is in i's window. Row i then depends on positions <= i only (their buckets and ranks within a bucket).
 // Each round r gives o^(r)_i = Σ_j softmax_j(l_ij) v_j and z^(r)_i = log Σ_j exp(l_ij) (Eq. 7–8's ingredients; the
 // caller combines the rounds). A query with no visible key, in a round, gets o = 0 and z = −inf.
 //
@@ -42,6 +47,8 @@ struct LshChunkLayout {
   std::vector<int64_t> order;      // [B, H, R, Np]: the original position of each sorted slot, −1 for padding
   std::vector<int64_t> slot;       // [B, H, R, N]: the sorted slot of each original position (order's inverse)
   std::vector<int64_t> key_end;    // [B, N]: query i of batch element b sees keys j < key_end
+  int64_t window = 0;              // > 0: window mode (causal: the W most recent positions of i's bucket)
+  std::vector<int64_t> bucket;     // [B, H, R, N] in window mode: the bucket of each original position
   bool dedup = false;              // subtract log N_ij (when R > 1)
   double self_logit = 0;           // the logit of a query against its own key
 

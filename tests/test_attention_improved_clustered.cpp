@@ -1,6 +1,6 @@
 // The `improved-clustered` and `causal-improved-clustered` variants (models/attention/improved_clustered.h): top-k
-// >= N against full softmax attention, top-k < N against a naive reading of the definitions on the same cluster ids,
-// finite-difference gradients, causal leakage, and the errors.
+// >= N against full softmax attention, top-k < N against a naive reading of the definitions on the same cluster ids
+// (causal: row i on the clusters of queries 0 … i), finite-difference gradients, causal leakage, and the errors.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -137,7 +137,15 @@ TEST_CASE("improved-clustered and its causal form: topk < N == the definitions o
           auto cattn = make_improved("causal-improved-clustered", {{"topk", topk}, {"clusters", clusters}});
           call = cattn->call();
           y = cattn->forward(q, k, v, m);
-          CHECK(max_abs_diff(y, naive_improved(q, k, v, cattn->clusters(q, call), std::stoll(topk), m, true)) < 1e-12);
+          if (!causal) {
+            CHECK(max_abs_diff(y, naive_improved(q, k, v, cattn->clusters(q, call), std::stoll(topk), m, true)) < 1e-12);
+            continue;
+          }
+          for (int64_t i = 0; i < 10; ++i) {  // causal: row i is the last row of the definition on queries 0 … i
+            const Tensor qi = narrow(q, 2, 0, i + 1);
+            const Tensor want = naive_improved(qi, k, v, cattn->clusters(qi, call), std::stoll(topk), m, true);
+            CHECK(max_abs_diff(narrow(y, 2, i, 1), narrow(want, 2, i, 1)) < 1e-12);
+          }
         }
       }
 }
@@ -156,7 +164,7 @@ TEST_CASE("improved-clustered and its causal form: finite-difference gradients o
   check_gradients([c, m](auto x) { return c->forward(x[0], x[1], x[2], m); }, qkv);
 }
 
-TEST_CASE("causal-improved-clustered: no gradient reaches later positions; later keys and values move no output") {
+TEST_CASE("causal-improved-clustered: no gradient reaches later positions; later q, k and v move no output") {
   const int64_t N = 8;
   const Tensor q0 = uniform({2, 2, N, 4}, 31, -2, 2), k0 = uniform({2, 2, N, 4}, 32, -2, 2);
   const Tensor v0 = uniform({2, 2, N, 3}, 33);
@@ -180,19 +188,22 @@ TEST_CASE("causal-improved-clustered: no gradient reaches later positions; later
             if (d < 3) CHECK(v.grad().at({b, h, j, d}) == 0);
           }
   }
-  // later keys and values never change which earlier keys are chosen (the top-k is among the visible keys only)
+  // later queries (new codes and clusters), keys and values never change an earlier row: its clusters are those of
+  // the queries up to it, its top-k is among the keys it sees
   attn->set_call(call);
   const Tensor ref = attn->forward(q0, k0, v0, m);
+  const Tensor q_new = uniform(q0.shape(), 35, -2, 2);
   for (int64_t t = 1; t < N; ++t) {
-    Tensor k2 = k0.clone(), v2 = v0.clone();
+    Tensor q2 = q0.clone(), k2 = k0.clone(), v2 = v0.clone();
     for (int64_t j = t; j < N; ++j)
       for (int64_t h = 0; h < 2; ++h)
         for (int64_t d = 0; d < 4; ++d) {
+          q2.set_at({0, h, j, d}, q_new.at({0, h, j, d}));
           k2.set_at({1, h, j, d}, 50.0 * q0.at({1, h, 0, d}));
           if (d < 3) v2.set_at({0, h, j, d}, 1e3);
         }
     attn->set_call(call);
-    CHECK(max_abs_diff(narrow(attn->forward(q0, k2, v2, m), 2, 0, t), narrow(ref, 2, 0, t)) == 0);
+    CHECK(max_abs_diff(narrow(attn->forward(q2, k2, v2, m), 2, 0, t), narrow(ref, 2, 0, t)) == 0);
   }
 }
 

@@ -1,9 +1,8 @@
 // The recurrent forms of the content-based variants (sinkhorn, reformer, routing, causal-improved-clustered), against
-// their own parallel forms, which share no code with the steps: sinkhorn's step t equals row t of the causal
-// parallel form of the whole sequence, in a 2-layer model too; for reformer, routing and causal-improved-clustered,
-// whose causal parallel row t also depends on later positions (shown here), step t equals the last row of the
-// causal parallel form of the prefix 0 … t, and a 1-layer model's step logits equal its forward of each prefix.
-// Lengths run past the block, chunk, bucket and window sizes, with grouped-query K/V.
+// their own parallel forms, which share no code with the steps (causal-improved-clustered shares its per-row key
+// choice): step t equals row t of the causal parallel form of the whole sequence, which equals that of the prefix
+// 0 … t (no row reads a later hash, route or cluster), and a 2-layer model's step logits equal its forward logits.
+// Lengths run past the block, window, bucket and cluster sizes, with grouped-query K/V.
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,18 +32,20 @@ struct Case {
   Options options;
 };
 
-// Blocks of 4, chunks of 3, 4 buckets, 3 clusters: kL = 20 positions pass each several times.
-std::vector<Case> prefix_cases() {
+const Case kSinkhorn{"sinkhorn", {{"block", "4"}, {"iters", "3"}}};
+
+// Blocks of 4; reformer windows of 4 (chunk 2) over 2 buckets; routing lists of 3 over 2 clusters; 3 query
+// clusters and top 4: kL = 20 positions pass each several times.
+std::vector<Case> content_cases() {
   return {
-      {"reformer", {{"buckets", "4"}, {"chunk", "3"}}},
-      {"reformer", {{"buckets", "4"}, {"chunk", "3"}, {"rounds", "3"}, {"dedup", "true"}}},
-      {"routing", {{"clusters", "3"}}},
-      {"routing", {{"clusters", "3"}, {"window", "4"}, {"shared_qk", "true"}}},
+      kSinkhorn,
+      {"reformer", {{"buckets", "2"}, {"chunk", "2"}}},
+      {"reformer", {{"buckets", "4"}, {"chunk", "2"}, {"rounds", "3"}, {"dedup", "true"}}},
+      {"routing", {{"clusters", "2"}, {"window", "3"}}},
+      {"routing", {{"clusters", "3"}, {"shared_qk", "true"}}},
       {"causal-improved-clustered", {{"clusters", "3"}, {"topk", "4"}, {"bits", "8"}, {"iterations", "3"}}},
   };
 }
-
-const Case kSinkhorn{"sinkhorn", {{"block", "4"}, {"iters", "3"}}};
 
 std::unique_ptr<Attention> build(const Case& c, bool causal = true) {
   AttentionConfig config;
@@ -85,9 +86,9 @@ Tensor parallel_row(Attention& a, const Inputs& in, int64_t n, int64_t t) {
   return narrow(out, 2, t, 1);
 }
 
-// The largest difference between step() at positions 0 … kL-1 and row t of the causal parallel form of the prefix
-// 0 … t (prefix = true) or of all kL positions.
-double step_error(Attention& a, int64_t kv_heads, DType dtype, bool prefix) {
+// The largest difference between step() at positions 0 … kL-1 and row t of the causal parallel form of all kL
+// positions.
+double step_error(Attention& a, int64_t kv_heads, DType dtype) {
   const Inputs in = inputs(kv_heads, dtype, 5);
   NoGradGuard no_grad;
   auto state = a.new_state();
@@ -99,7 +100,7 @@ double step_error(Attention& a, int64_t kv_heads, DType dtype, bool prefix) {
     mask.query_offset = t;
     const Tensor out = a.step(narrow(in.q, 2, t, 1), narrow(in.k, 2, t, 1), narrow(in.v, 2, t, 1), *state, mask);
     state->length = t + 1;
-    worst = std::max(worst, max_abs_diff(out, parallel_row(a, in, prefix ? t + 1 : kL, t)));
+    worst = std::max(worst, max_abs_diff(out, parallel_row(a, in, kL, t)));
   }
   return worst;
 }
@@ -126,8 +127,8 @@ Tensor token_ids(uint64_t seed) {
 }
 
 // The largest difference between a model's step() logits at every position and its forward's logits at that
-// position, of the whole sequence or (prefix) of the prefix ending there; in f32.
-double model_step_error(const Case& c, int64_t layers, int64_t kv_heads, bool prefix) {
+// position; in f32.
+double model_step_error(const Case& c, int64_t layers, int64_t kv_heads) {
   LanguageModel model(model_config(c, layers, kv_heads));
   model.eval();
   NoGradGuard no_grad;
@@ -137,71 +138,83 @@ double model_step_error(const Case& c, int64_t layers, int64_t kv_heads, bool pr
   double worst = 0;
   for (int64_t t = 0; t < kL; ++t) {
     const Tensor logits = model.step(squeeze(narrow(x, 1, t, 1), 1), state);
-    const Tensor ref = prefix ? narrow(model.forward(narrow(x, 1, 0, t + 1)), 1, t, 1) : narrow(whole, 1, t, 1);
-    worst = std::max(worst, max_abs_diff(logits, squeeze(ref, 1)));
+    worst = std::max(worst, max_abs_diff(logits, squeeze(narrow(whole, 1, t, 1), 1)));
   }
   return worst;
 }
 
 }  // namespace
 
-TEST_CASE("recurrent content: sinkhorn's step equals the causal parallel form of the whole sequence (f64, f32, GQA)") {
-  auto a = build(kSinkhorn);
-  CHECK_FALSE(a->accepts().prefix_step);
-  for (int64_t kv_heads : {kH, int64_t(2), int64_t(1)}) {
-    CAPTURE(kv_heads);
-    CHECK(step_error(*a, kv_heads, DType::F64, false) < 1e-9);
-  }
-  a->to(DType::F32);
-  CHECK(step_error(*a, 1, DType::F32, false) < 1e-5);
-}
-
-TEST_CASE("recurrent content: sinkhorn in a 2-layer model generates the parallel form's logits (f32, MHA and GQA)") {
-  for (int64_t kv_heads : {int64_t(0), int64_t(2)}) {
-    CAPTURE(kv_heads);
-    CHECK(model_step_error(kSinkhorn, 2, kv_heads, false) < 1e-5);
-  }
-}
-
-TEST_CASE("recurrent content: a prefix variant's step equals the causal parallel form of the prefix (f64, f32, GQA)") {
-  for (const Case& c : prefix_cases()) {
+TEST_CASE("recurrent content: step equals the causal parallel form of the whole sequence (f64, f32, GQA)") {
+  for (const Case& c : content_cases()) {
     CAPTURE(c.name);
     CAPTURE(c.options.size());
     auto a = build(c);
-    CHECK(a->accepts().prefix_step);
     for (int64_t kv_heads : {kH, int64_t(2), int64_t(1)}) {
       CAPTURE(kv_heads);
-      CHECK(step_error(*a, kv_heads, DType::F64, true) < 1e-9);
+      CHECK(step_error(*a, kv_heads, DType::F64) < 1e-9);
     }
     a->to(DType::F32);
-    CHECK(step_error(*a, 2, DType::F32, true) < 1e-5);
+    CHECK(step_error(*a, 2, DType::F32) < 1e-5);
   }
 }
 
-TEST_CASE("recurrent content: their parallel row t depends on later positions, so prefix_step is declared") {
-  // The whole sequence's row t differs from the prefix's somewhere: no step could equal both.
-  for (const Case& c : prefix_cases()) {
+TEST_CASE("recurrent content: a causal row is the same in the whole sequence and in its prefix (no later hash)") {
+  for (const Case& c : content_cases()) {
     CAPTURE(c.name);
     CAPTURE(c.options.size());
     auto a = build(c);
-    CHECK(step_error(*a, kH, DType::F64, false) > 1e-3);
+    const Inputs in = inputs(kH, DType::F64, 6);
+    NoGradGuard no_grad;
+    for (int64_t t = 0; t < kL; ++t)
+      CHECK(max_abs_diff(parallel_row(*a, in, t + 1, t), parallel_row(*a, in, kL, t)) < 1e-12);
   }
 }
 
-TEST_CASE("recurrent content: a 1-layer model of each prefix variant generates its forward's logits on each prefix") {
-  for (const Case& c : prefix_cases()) {
+TEST_CASE("recurrent content: a 2-layer model generates the parallel form's logits (f32, MHA and GQA)") {
+  for (const Case& c : content_cases()) {
     CAPTURE(c.name);
     CAPTURE(c.options.size());
     for (int64_t kv_heads : {int64_t(0), int64_t(2)}) {
       CAPTURE(kv_heads);
-      CHECK(model_step_error(c, 1, kv_heads, true) < 1e-5);
+      CHECK(model_step_error(c, 2, kv_heads) < 1e-5);
     }
   }
 }
 
+TEST_CASE("recurrent content: reformer's state grows to R·nb rings of w slots, never more, whatever the length") {
+  auto a = build({"reformer", {{"buckets", "2"}, {"chunk", "2"}, {"rounds", "2"}}});
+  const Inputs in = inputs(2, DType::F64, 8);
+  AttentionMask mask;
+  mask.causal = true;
+  auto state = a->new_state();
+  for (int64_t t = 0; t < kL; ++t) {
+    mask.query_offset = t;
+    a->step(narrow(in.q, 2, t, 1), narrow(in.k, 2, t, 1), narrow(in.v, 2, t, 1), *state, mask);
+    state->length = t + 1;
+    const auto& s = dynamic_cast<const ReformerState&>(*state);  // w = 4 (chunk 2): rings of 4 from the start
+    CHECK(s.keys.shape() == Shape{kB, kH, 4, 4, kD});
+    CHECK(s.values.shape() == Shape{kB, kH, 4, 4, kD});
+  }
+  // w = 24 (chunk 12) over 20 steps of 2 buckets: 8 slots, then 16 when a bucket passes 8 positions, never 24
+  auto wide = build({"reformer", {{"buckets", "2"}, {"chunk", "12"}}});
+  auto ws = wide->new_state();
+  int64_t grew = 0;
+  for (int64_t t = 0; t < kL; ++t) {
+    mask.query_offset = t;
+    const Tensor out = wide->step(narrow(in.q, 2, t, 1), narrow(in.k, 2, t, 1), narrow(in.v, 2, t, 1), *ws, mask);
+    ws->length = t + 1;
+    const int64_t cap = dynamic_cast<const ReformerState&>(*ws).keys.size(3);
+    CHECK((cap == 8 || cap == 16));
+    grew += cap == 16;
+    CHECK(max_abs_diff(out, parallel_row(*wide, in, kL, t)) < 1e-9);  // the same rows before and after growing
+  }
+  CHECK(grew > 0);
+}
+
 TEST_CASE("recurrent content: step keeps the hashes, clusters and centroids fixed, even in training mode") {
-  auto r = build({"reformer", {{"buckets", "4"}, {"chunk", "3"}}});
-  auto ro = build({"routing", {{"clusters", "3"}}});
+  auto r = build(content_cases()[1]);
+  auto ro = build(content_cases()[3]);
   r->train();
   ro->train();
   const std::vector<double> centroids = dynamic_cast<RoutingAttention&>(*ro).centroids().to_vector();
@@ -221,8 +234,7 @@ TEST_CASE("recurrent content: step keeps the hashes, clusters and centroids fixe
 }
 
 TEST_CASE("recurrent content: no step without a causal form; foreign states, skipped lengths, max_len refused") {
-  for (const Case& c : prefix_cases()) CHECK_FALSE(build(c, false)->has_step());  // built non-causal
-  CHECK_FALSE(build(kSinkhorn, false)->has_step());
+  for (const Case& c : content_cases()) CHECK_FALSE(build(c, false)->has_step());  // built non-causal
   CHECK_FALSE(build({"sinkhorn", {{"block", "4"}, {"sortcut", "2"}}}, false)->has_step());
   CHECK_FALSE(build({"clustered", {}}, false)->has_step());
   CHECK_FALSE(build({"improved-clustered", {}}, false)->has_step());
@@ -230,7 +242,7 @@ TEST_CASE("recurrent content: no step without a causal form; foreign states, ski
   const Tensor q = narrow(in.q, 2, 0, 1), k = narrow(in.k, 2, 0, 1), v = narrow(in.v, 2, 0, 1);
   AttentionMask mask;
   mask.causal = true;
-  for (const Case& c : {prefix_cases()[0], prefix_cases()[2], prefix_cases()[4], kSinkhorn}) {
+  for (const Case& c : content_cases()) {
     CAPTURE(c.name);
     auto a = build(c);
     AttentionState foreign;

@@ -96,6 +96,48 @@ Tensor naive_routing(const Tensor& q, const Tensor& k, const Tensor& v, const Ro
   return out;
 }
 
+// The causal definition by loops: query i and key j go to their nearest centroid (largest μ_c·x̂, the first on
+// ties); i softmaxes over the w most recent keys j <= i, j < length, of its centroid (all of them with w = 0), and
+// gets zeros when there is none. Also checks causal_routes() against the same loops.
+Tensor naive_causal_routing(const RoutingAttention& a, const Tensor& q, const Tensor& k, const Tensor& v, int64_t w,
+                            const std::vector<int64_t>& lengths) {
+  const int64_t B = q.size(0), H = q.size(1), N = q.size(2), D = q.size(3), Dv = v.size(3), C = a.clusters();
+  AttentionMask m;
+  m.key_lengths = lengths;
+  const RoutingAttention::Routes r = a.causal_routes(q, k, m);
+  Tensor out = zeros({B, H, N, Dv}, DType::F64);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const Rows qn = normalised(q, b, h), kn = normalised(k, b, h);
+      auto route = [&](const std::vector<double>& x) {
+        int64_t best = 0;
+        for (int64_t c = 1; c < C; ++c)
+          if (dot(centroid(a, h, c), x) > dot(centroid(a, h, best), x)) best = c;
+        return best;
+      };
+      const int64_t len = lengths.empty() ? N : lengths[size_t(b)];
+      for (int64_t i = 0; i < N; ++i) {
+        const int64_t c = route(qn[size_t(i)]);
+        CHECK(int64_t(r.queries.at({b, h, i})) == c);
+        std::vector<int64_t> keys;
+        for (int64_t j = std::min(i, len - 1); j >= 0 && (w == 0 || int64_t(keys.size()) < w); --j)
+          if (route(kn[size_t(j)]) == c) keys.push_back(j);
+        for (int64_t s = 0; s < r.keys.size(3); ++s)
+          CHECK(int64_t(r.keys.at({b, h, i, s})) == (s < int64_t(keys.size()) ? keys[size_t(s)] : -1));
+        std::vector<double> e;
+        double z = 0;
+        for (int64_t j : keys) e.push_back(std::exp(dot(qn[size_t(i)], kn[size_t(j)]) / std::sqrt(double(D))));
+        for (double x : e) z += x;
+        for (int64_t f = 0; f < Dv; ++f) {
+          double acc = 0;
+          for (size_t t = 0; t < keys.size(); ++t) acc += e[t] / z * v.at({b, h, keys[t], f});
+          out.set_at({b, h, i, f}, acc);
+        }
+      }
+    }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("routing: one cluster and window N == full softmax attention of the layer-normalised q, k (f64, f32)") {
@@ -179,11 +221,20 @@ TEST_CASE("routing == the definition by loops on the same routes: several cluste
       AttentionMask m;
       m.causal = causal;
       if (pad) m.key_lengths = {5, 0};  // batch element 1 has no key: zeros
-      const RoutingAttention::Routes r = attn->routes(q, k, m);
-      const Tensor ref = naive_routing(q, k, v, r, causal, m.key_lengths);
+      const Tensor ref = causal ? naive_causal_routing(*attn, q, k, v, 3, m.key_lengths)
+                                : naive_routing(q, k, v, attn->routes(q, k, m), false, m.key_lengths);
       CHECK(max_abs_diff(attn->forward(q, k, v, m), ref) < 1e-12);
       CHECK(max_abs_diff(attn->forward(q.to(DType::F32), k.to(DType::F32), v.to(DType::F32), m), ref) < 1e-5);
     }
+  // causal with window 0: every earlier key of the query's cluster (N = 12: lists past 3)
+  auto all = make_routing({{"clusters", "3"}});
+  all->eval();
+  const Tensor q12 = uniform({2, 2, 12, 4}, 24, -2, 2), k12 = uniform({2, 2, 12, 4}, 25, -2, 2);
+  const Tensor v12 = uniform({2, 2, 12, 3}, 26);
+  AttentionMask causal;
+  causal.causal = true;
+  CHECK(all->causal_routes(q12, k12).keys.size(3) > 3);
+  CHECK(max_abs_diff(all->forward(q12, k12, v12, causal), naive_causal_routing(*all, q12, k12, v12, 0, {})) < 1e-12);
   // the default window: ceil(N / clusters) = 3 for N = 8 and 3 clusters, the same as above
   auto dflt = make_routing({{"clusters", "3"}});
   dflt->eval();
@@ -213,12 +264,21 @@ TEST_CASE("routing causal: with the clustering fixed (eval), out_i has no gradie
           for (int64_t e = 0; e < 3; ++e) CHECK(v.grad().at({b, h, j, e}) == 0);
         }
   }
-  // Values do not route: huge future values leave every earlier output bitwise the same.
+  // Huge future values, and future queries and keys drawn anew (new routes), leave every earlier output bitwise the
+  // same: a route is a function of one position, and a query's key list walks back from it.
   const Tensor ref = attn->forward(q0, k0, v0, m);
-  Tensor v2 = v0.clone();
-  for (int64_t h = 0; h < 2; ++h)
+  Tensor v2 = v0.clone(), q2 = q0.clone(), k2 = k0.clone();
+  const Tensor q_new = uniform(q0.shape(), 35, -2, 2), k_new = uniform(k0.shape(), 36, -2, 2);
+  for (int64_t h = 0; h < 2; ++h) {
     for (int64_t e = 0; e < 3; ++e) v2.set_at({0, h, 5, e}, 1e9);
-  CHECK(max_abs_diff(narrow(narrow(attn->forward(q0, k0, v2, m), 0, 0, 1), 2, 0, 5),
+    for (int64_t j = 5; j < N; ++j)
+      for (int64_t d = 0; d < 4; ++d) {
+        q2.set_at({0, h, j, d}, q_new.at({0, h, j, d}));
+        k2.set_at({0, h, j, d}, k_new.at({0, h, j, d}));
+      }
+  }
+  CHECK(max_abs_diff(attn->causal_routes(q2, k2).queries, attn->causal_routes(q0, k0).queries) > 0);
+  CHECK(max_abs_diff(narrow(narrow(attn->forward(q2, k2, v2, m), 0, 0, 1), 2, 0, 5),
                      narrow(narrow(ref, 0, 0, 1), 2, 0, 5)) == 0);
 }
 

@@ -52,6 +52,27 @@ std::shared_ptr<LshChunkLayout> make_layout(int64_t B, int64_t H, int64_t R, int
   return L;
 }
 
+// Window mode (Reformer's causal form): random buckets in [0, nb) per head and round, the positions sorted stably
+// by bucket, chunks of c = min(w, N); key_end as make_layout's.
+std::shared_ptr<LshChunkLayout> make_window_layout(int64_t B, int64_t H, int64_t R, int64_t N, int64_t w, int64_t nb,
+                                                   bool dedup, uint64_t seed) {
+  auto L = make_layout(B, H, R, N, std::min(w, N), dedup, 3, 5, seed);
+  L->window = w;
+  const std::vector<double> u = uniform({B * H * R, N}, seed + 1, 0, double(nb)).to_vector();
+  for (int64_t t = 0; t < B * H * R; ++t) {
+    std::vector<int64_t> perm(static_cast<size_t>(N));
+    std::iota(perm.begin(), perm.end(), int64_t(0));
+    for (int64_t i = 0; i < N; ++i) L->bucket.push_back(int64_t(u[size_t(t * N + i)]));
+    const int64_t* bk = &L->bucket[size_t(t * N)];
+    std::stable_sort(perm.begin(), perm.end(), [bk](int64_t a, int64_t b) { return bk[a] < bk[b]; });
+    for (int64_t s = 0; s < N; ++s) {
+      L->order[size_t(t * L->slots() + s)] = perm[size_t(s)];
+      L->slot[size_t(t * N + perm[size_t(s)])] = s;
+    }
+  }
+  return L;
+}
+
 // o [B, H, R, N, Dv] and z [B, H, R, N, 1] in f64 by the definition.
 std::pair<Tensor, Tensor> naive(const Tensor& q, const Tensor& k, const Tensor& v, const LshChunkLayout& L,
                                 double scale) {
@@ -63,6 +84,11 @@ std::pair<Tensor, Tensor> naive(const Tensor& q, const Tensor& k, const Tensor& 
       const int64_t bh = b * H + h;
       auto chunk_of = [&](int64_t r, int64_t i) { return L.slot[size_t((bh * R + r) * N + i)] / c; };
       auto near = [&](int64_t r, int64_t i, int64_t j) {
+        if (L.window > 0) {  // j of i's bucket, at most window − 1 slots before i
+          const size_t at = size_t((bh * R + r) * N);
+          const int64_t gap = L.slot[at + size_t(i)] - L.slot[at + size_t(j)];
+          return L.bucket[at + size_t(i)] == L.bucket[at + size_t(j)] && gap >= 0 && gap < L.window;
+        }
         const int64_t ci = chunk_of(r, i), cj = chunk_of(r, j);
         return cj == ci || (nc > 1 && cj == (ci + nc - 1) % nc);
       };
@@ -127,6 +153,38 @@ TEST_CASE("lsh_chunk_attention == the definition (padding slots, dedup, causal, 
     for (int64_t r = 0; r < cs.R; ++r)  // the query with no visible key: o = 0
       for (int64_t e = 0; e < Dv; ++e) CHECK(got.first.at({0, 0, r, 3, e}) == 0);
   }
+}
+
+TEST_CASE("lsh_chunk_attention window mode == the definition (dedup, padding, f64) and the same with 1 and 2 threads") {
+  const int64_t B = 2, H = 2, N = 11, D = 3, Dv = 2;
+  const Tensor q = uniform({B, H, N, D}, 31, -2, 2), k = uniform({B, H, N, D}, 32, -2, 2), v = uniform({B, H, N, Dv}, 33);
+  struct Case {
+    int64_t R, w, nb;
+    bool dedup;
+  };
+  for (const Case& cs : {Case{1, 3, 2, false}, Case{2, 4, 2, true}, Case{3, 2, 3, true}, Case{2, 16, 2, true}}) {
+    const auto L = make_window_layout(B, H, cs.R, N, cs.w, cs.nb, cs.dedup, 34);
+    const auto want = naive(q, k, v, *L, 0.6);
+    const Tensor hidden = rows_below(want.second, -std::numeric_limits<double>::infinity());
+    const int saved = num_threads();
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      const auto got = lsh_chunk_attention(q, k, v, L, 0.6);
+      CHECK(max_abs_diff(got.first, want.first) < 1e-12);
+      CHECK(max_abs_diff(masked_fill(got.second, hidden, 0), masked_fill(want.second, hidden, 0)) < 1e-12);
+    }
+    set_num_threads(saved);
+  }
+  const auto L = make_window_layout(1, 2, 2, 5, 2, 2, false, 35);
+  const Tensor q5 = uniform({1, 2, 5, 3}, 36), v5 = uniform({1, 2, 5, 4}, 37);
+  auto bad = std::make_shared<LshChunkLayout>(*L);
+  bad->bucket.pop_back();
+  CHECK_THROWS_WITH(lsh_chunk_attention(q5, q5, v5, bad, 1.0),
+                    "lsh_chunk_attention: a layout of window 2 needs chunks of min(window, N) = 2 (has 2) and 20 "
+                    "bucket ids (has 19)");
+  bad = std::make_shared<LshChunkLayout>(*L);
+  for (int64_t& b : bad->bucket) b = -b;  // the order is no longer sorted by bucket
+  CHECK_THROWS_WITH(lsh_chunk_attention(q5, q5, v5, bad, 1.0), doctest::Contains("are not sorted by (bucket, position)"));
 }
 
 GRADCHECK("lsh_chunk_attention") {

@@ -79,9 +79,6 @@ struct AttentionAccepts {
   bool cross = false;         // without mask.causal, a different number of keys than queries
   bool grouped_step = false;  // step() takes k and v with G heads dividing q's H (grouped-query attention): head h
                               // reads group h / (H / G), and the state is kept per group
-  bool prefix_step = false;   // step() at position t equals row t of the causal parallel form of the prefix 0 … t
-                              // only: the parallel row t also depends on later positions (sets, clusters or hash
-                              // buckets chosen over the whole sequence), so a longer sequence's row t differs
   bool cuda = false;          // forward() runs on a CUDA tensor (docs/cuda.md)
   std::string why_not;        // the reason for the refusals, shown in the message
   std::string no_step;        // when new_state() is null, why (if the variant says): shown when step is refused
@@ -104,8 +101,7 @@ class Attention : public Module {
 
   // Recurrent form: q, k, v of ONE new position [B, H, 1, D] at position state.length; the state absorbs
   // k and v (the caller, not step, then advances state.length), and the result
-  // is the output of that position [B, H, 1, Dv], equal to the causal parallel form's row (of the prefix 0 … t where
-  // accepts().prefix_step). The mask is
+  // is the output of that position [B, H, 1, Dv], equal to the causal parallel form's row. The mask is
   // checked as forward's (no key padding: one step has one key), then the variant's attend_step() runs.
   // Variants without one return null from new_state.
   virtual std::unique_ptr<AttentionState> new_state() const { return nullptr; }

@@ -40,7 +40,6 @@ ImprovedClusteredAttention::ImprovedClusteredAttention(const AttentionConfig& co
   accepts_.causal = accepts_.query_offset = causal_form;
   accepts_.cross = true;
   accepts_.grouped_step = causal_form;
-  accepts_.prefix_step = causal_form;
   accepts_.why_not = causal_form ? "a centroid stands for queries at many positions, so per-query masks cannot apply"
                                  : "a centroid stands for queries at many positions; causal-improved-clustered is the "
                                    "causal form";
@@ -48,10 +47,65 @@ ImprovedClusteredAttention::ImprovedClusteredAttention(const AttentionConfig& co
 
 Tensor ImprovedClusteredAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v,
                                           const AttentionMask& mask) {
-  const std::vector<int64_t> ids = forward_clusters(q);
   const int64_t kk = std::min(topk_, k.size(2));
+  if (causal_form_ && mask.causal) {
+    const int64_t call_index = forward_call();
+    if (q.size(2) == 0 || kk == 0) return zeros({q.size(0), q.size(1), q.size(2), v.size(3)}, q.dtype());
+    return prefix_causal(q, k, v, mask, call_index, kk);
+  }
+  const std::vector<int64_t> ids = forward_clusters(q);
   if (q.size(2) == 0 || kk == 0) return zeros({q.size(0), q.size(1), q.size(2), v.size(3)}, q.dtype());
   return causal_form_ ? causal(q, k, v, mask, ids, kk) : improved(q, k, v, mask, ids, kk);
+}
+
+// Row t's keys (improved_clustered.h): the K-means over the codes of queries 0 … t, the mean of the queries of t's
+// cluster, and its top kk of the keys j < end by centroid logit (top_keys' order and tie rule).
+void ImprovedClusteredAttention::prefix_top_keys(const std::vector<uint64_t>& codes, const RowReader& query,
+                                                 const RowReader& key, int64_t D, int64_t end, int64_t kk,
+                                                 int64_t* out) const {
+  const int64_t t = int64_t(codes.size()) - 1;
+  const std::vector<int64_t> ids = hamming_kmeans(codes, num_clusters(), iterations(), bits());
+  std::vector<double> row(static_cast<size_t>(D)), centroid(row.size(), 0.0), lc(static_cast<size_t>(end));
+  int64_t members = 0;
+  for (int64_t i = 0; i <= t; ++i) {  // Eq. 3 for t's cluster, over the prefix
+    if (ids[size_t(i)] != ids[size_t(t)]) continue;
+    query(i, row.data());
+    for (int64_t d = 0; d < D; ++d) centroid[size_t(d)] += row[size_t(d)];
+    ++members;
+  }
+  for (double& x : centroid) x /= double(members);
+  for (int64_t j = 0; j < end; ++j) {  // the centroid's logits: only their ranking is used
+    key(j, row.data());
+    double dot = 0;
+    for (int64_t d = 0; d < D; ++d) dot += centroid[size_t(d)] * row[size_t(d)];
+    lc[size_t(j)] = dot;
+  }
+  top_keys(lc.data(), end, kk, out);
+}
+
+Tensor ImprovedClusteredAttention::prefix_causal(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                 const AttentionMask& mask, int64_t call_index, int64_t kk) const {
+  const int64_t B = q.size(0), H = q.size(1), N = q.size(2), D = q.size(3), Lk = k.size(2);
+  const std::vector<uint64_t> code = codes(q, call_index);
+  const std::vector<double> qv = q.to_vector(), kv = k.to_vector();
+  std::vector<int64_t> keys(size_t(B * H * N * kk), -1);
+  for (int64_t bh = 0; bh < B * H; ++bh) {
+    const RowReader query = [&](int64_t i, double* x) {
+      const double* row = qv.data() + (bh * N + i) * D;
+      std::copy(row, row + D, x);
+    };
+    const RowReader key = [&](int64_t j, double* x) {
+      const double* row = kv.data() + (bh * Lk + j) * D;
+      std::copy(row, row + D, x);
+    };
+    for (int64_t i = 0; i < N; ++i) {
+      const std::vector<uint64_t> prefix(code.begin() + bh * N, code.begin() + bh * N + i + 1);
+      prefix_top_keys(prefix, query, key, D, attention_key_end(mask, bh / H, i, Lk), kk,
+                      &keys[size_t((bh * N + i) * kk)]);
+    }
+  }
+  const KeyListAttention lists = gather_key_lists(q, k, v, keys, kk);
+  return apply_key_lists(softmax(lists.logits, -1), lists);  // a row without keys: zeros
 }
 
 Tensor ImprovedClusteredAttention::improved(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -121,7 +175,7 @@ std::unique_ptr<AttentionState> ImprovedClusteredAttention::new_state() const {
   return causal_form_ && causal_ ? std::make_unique<ClusteredState>() : nullptr;
 }
 
-// Row t of the causal form of the prefix 0 … t (improved_clustered.h).
+// Row t of the causal form (improved_clustered.h), from the cached codes, queries and keys.
 Tensor ImprovedClusteredAttention::attend_step(const Tensor& q, const Tensor& k, const Tensor& v,
                                                AttentionState& state, const AttentionMask&) {
   auto* s = dynamic_cast<ClusteredState*>(&state);
@@ -140,29 +194,14 @@ Tensor ImprovedClusteredAttention::attend_step(const Tensor& q, const Tensor& k,
 
   const double scale = 1.0 / std::sqrt(double(D));
   std::vector<uint64_t> prefix(size_t(t + 1));
-  std::vector<double> row(static_cast<size_t>(D)), centroid(row.size()), qt(row.size()), lc(prefix.size()),
-      logits(static_cast<size_t>(kk)), values(size_t(kk * Dv)), out(size_t(B * H * Dv));
+  std::vector<double> row(static_cast<size_t>(D)), qt(row.size()), logits(static_cast<size_t>(kk)),
+      values(size_t(kk * Dv)), out(size_t(B * H * Dv));
   std::vector<int64_t> top(static_cast<size_t>(kk));
   for (int64_t bh = 0; bh < B * H; ++bh) {
     const int64_t bg = bh / H * G + bh % H / (H / G);
     for (int64_t i = 0; i <= t; ++i) prefix[size_t(i)] = uint64_t(s->codes.ids(bh, i)[0]);
-    const std::vector<int64_t> ids = hamming_kmeans(prefix, num_clusters(), iterations(), bits());
-    std::fill(centroid.begin(), centroid.end(), 0.0);
-    int64_t members = 0;
-    for (int64_t i = 0; i <= t; ++i) {  // Eq. 3 for t's cluster
-      if (ids[size_t(i)] != ids[size_t(t)]) continue;
-      s->queries.read(bh, i, row.data());
-      for (int64_t d = 0; d < D; ++d) centroid[size_t(d)] += row[size_t(d)];
-      ++members;
-    }
-    for (double& x : centroid) x /= double(members);
-    for (int64_t j = 0; j <= t; ++j) {  // the centroid's logits: only their ranking is used
-      s->keys.read(bg, j, row.data());
-      double dot = 0;
-      for (int64_t d = 0; d < D; ++d) dot += centroid[size_t(d)] * row[size_t(d)];
-      lc[size_t(j)] = dot * scale;
-    }
-    top_keys(lc.data(), t + 1, kk, top.data());
+    prefix_top_keys(prefix, [&](int64_t i, double* x) { s->queries.read(bh, i, x); },
+                    [&](int64_t j, double* x) { s->keys.read(bg, j, x); }, D, t + 1, kk, top.data());
     s->queries.read(bh, t, qt.data());
     for (int64_t n = 0; n < kk; ++n) {
       s->keys.read(bg, top[size_t(n)], row.data());

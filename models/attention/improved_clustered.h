@@ -17,31 +17,31 @@
 // causal-improved-clustered (the library's causal form): query i attends by exact softmax only to T_i = the k keys
 // of largest centroid logit (its cluster's centroid) among the keys it may see (j ≤ i + query_offset, j < length);
 // no remaining-key term, since the centroid's attention mixes positions. The library takes its cluster's top-k over
-// ALL keys and then hides the future ones (so early queries may keep none); we choose among the visible keys, so
-// later keys and values never move an earlier output. Later queries still do, through the clustering itself.
+// ALL keys and then hides the future ones; we choose among the visible keys. With a causal mask, row i's clusters are
+// the K-means of the queries 0 … i only (a K-means over all N queries would let later queries move row i's
+// centroid), so no later position reaches an earlier row; without one, the K-means runs over all N queries.
 //
 // The clustering and the top-k choice are constants. improved-clustered is differentiable wrt q (through its
 // exact logits, and through the centroids in m̂ and A^c), k and v; causal-improved-clustered wrt q, k and v through
 // the chosen logits and values only. Cost per head: O(N·C·(D + Dv)) for the centroid attention (improved) or
-// O(N·C·D) for the centroid logits (causal), O(C·Lk·log k) to choose the clusters' top-k (causal: a sort per
-// cluster, O(C·Lk·log Lk), and a walk per query, O(Lk) at worst), and O(N·k·(D + Dv)) time and memory for the
-// exact top-k logits and the gathered keys and values (kept for the backward); memory O(C·(N + Lk) + N·k·(D + Dv)).
+// O(N·C·D) for the centroid logits (causal form, no mask), O(C·Lk·log k) to choose the clusters' top-k (causal
+// form: a sort per cluster, O(C·Lk·log Lk), and a walk per query, O(Lk) at worst), and O(N·k·(D + Dv)) time and
+// memory for the exact top-k logits and the gathered keys and values (kept for the backward); memory
+// O(C·(N + Lk) + N·k·(D + Dv)). With a causal mask, a K-means per row: O(N²·(iterations·(C + bits) + D)) time.
 //
 // Options: those of query_clustering.h and topk = k (default 32, >= 1). Masks: key padding; causal only for
 // causal-improved-clustered (config.causal and causal masks are refused by improved-clustered); keep, bias and ALiBi
 // are refused.
 //
-// Recurrent form (causal-improved-clustered built causal): row t of the causal form depends on LATER queries (the
-// K-means runs over all N queries, and a later query moves the centroids and t's cluster), so no step can equal the
-// parallel form of a longer sequence. step() at position t gives row t of the causal parallel form of the prefix
-// 0 … t, exactly: it hashes q_t with the planes of call() (never advanced by step(); the parallel form advances it
-// only in training mode), re-runs the K-means over the prefix's cached codes (C = min(clusters, t + 1)), averages the
-// queries of t's cluster into its centroid, takes the centroid's top k of all keys j <= t and attends to them. The
-// state keeps every position's q (H heads), hash code, k and v (G heads). Cost per step: O(bits·D) to hash,
-// O(iterations·t·(C + bits)) for the K-means, O(t·(D + log k)) for the centroid, its logits and the top k,
-// O(k·(D + Dv)) to attend — O(t) per step like a KV cache, with a larger constant; memory per position:
+// Recurrent form (causal-improved-clustered built causal): step() equals the causal parallel form's row t. It hashes
+// q_t with the planes of call() (never advanced by step(); the parallel form advances it only in training mode) and
+// runs the parallel form's per-row choice (prefix_top_keys) on the cached codes, queries and keys, then exact softmax
+// over the k keys. The state keeps every position's q (H heads), hash code, k and v (G heads). Cost per step:
+// O(bits·D) to hash, O(iterations·t·(C + bits)) for the K-means, O(t·(D + log k)) for the centroid, its logits and
+// the top k, O(k·(D + Dv)) to attend — O(t) per step like a KV cache, with a larger constant; memory per position:
 // H·(D + 1) + G·(D + Dv) numbers.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -78,6 +78,11 @@ class ImprovedClusteredAttention : public QueryClusteredAttention {
                   const std::vector<int64_t>& ids, int64_t kk) const;
   Tensor causal(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
                 const std::vector<int64_t>& ids, int64_t kk) const;
+  Tensor prefix_causal(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
+                       int64_t call_index, int64_t kk) const;
+  using RowReader = std::function<void(int64_t, double*)>;  // row n of a (batch, head), as D doubles
+  void prefix_top_keys(const std::vector<uint64_t>& codes, const RowReader& query, const RowReader& key, int64_t D,
+                       int64_t end, int64_t kk, int64_t* out) const;
 
   bool causal_form_;
   bool causal_;  // built causal (AttentionConfig::causal)

@@ -168,10 +168,14 @@ Tensor QueryClusteredAttention::clusters(const Tensor& q, int64_t call) const {
   return from_vector(std::vector<double>(ids.begin(), ids.end()), {q.size(0), q.size(1), q.size(2)}, DType::I64);
 }
 
-std::vector<int64_t> QueryClusteredAttention::forward_clusters(const Tensor& q) {
+int64_t QueryClusteredAttention::forward_call() {
   const int64_t call_index = call();
   if (training()) calls_.data<int64_t>()[0] = call_index + 1;
-  return cluster_ids(q, call_index);
+  return call_index;
+}
+
+std::vector<int64_t> QueryClusteredAttention::forward_clusters(const Tensor& q) {
+  return cluster_ids(q, forward_call());
 }
 
 }  // namespace eng

@@ -70,6 +70,8 @@ class QueryClusteredAttention : public Attention {
   // The ids of a forward, row-major [B·H·N], and the call counter advanced when training (after the caller's
   // checks have passed).
   std::vector<int64_t> forward_clusters(const Tensor& q);
+  // The call index of a forward, the counter advanced when training.
+  int64_t forward_call();
   std::vector<int64_t> cluster_ids(const Tensor& q, int64_t call) const;
 
   std::string variant_;

@@ -7,6 +7,7 @@
 
 #include "engine/error.h"
 #include "engine/rng.h"
+#include "models/attention/row_cache.h"
 #include "ops/binary.h"
 #include "ops/lsh_attention.h"
 #include "ops/reduce.h"
@@ -19,7 +20,7 @@ ENG_REGISTER_ATTENTION("reformer",
                        "Reformer LSH attention (Kitaev et al. 2020): shared QK, random-rotation hashes, sorted chunks "
                        "with one chunk of look-back, O(N*chunk), causal or not",
                        [](const AttentionConfig& c) { return std::make_unique<ReformerAttention>(c); },
-                       {{"buckets", "4"}, {"chunk", "4"}});  // the sweep's 16 positions in 4 chunks
+                       {{"buckets", "2"}, {"chunk", "2"}});  // 16 positions: 8 chunks; ~8 per bucket, window 4
 
 namespace {
 
@@ -39,33 +40,20 @@ std::vector<double> as_doubles(const std::vector<int64_t>& v) { return std::vect
 // The keys of shared-QK attention: k = q / ‖q‖ (Sec. 2), for the parallel form and the step alike.
 Tensor shared_keys(const Tensor& q) { return mul(q, rsqrt(add_scalar(sum(mul(q, q), {3}, true), kNormEps))); }
 
-// How the prefix 0 … t of one (batch, head) sorts, per round: position j sits at slot start[b_j] + rank_j (the
-// positions of lower buckets, then its rank within its own bucket: a stable sort), in chunk slot / c; t sees the
-// positions of its own chunk and, with several chunks, of the previous one (Eq. 5).
-struct PrefixChunks {
-  const RowCache& placed;  // [B, H, ·, 2R]: bucket and rank of every position, per round
-  int64_t bh, R, nb, c, nc;
-  std::vector<int64_t> start, own, prev;  // [R, nb], [R], [R]
-
-  PrefixChunks(const RowCache& p, const int64_t* counts, int64_t bh_, int64_t t, int64_t R_, int64_t nb_, int64_t c_)
-      : placed(p), bh(bh_), R(R_), nb(nb_), c(c_), nc((t + c_) / c_), start(size_t(R_ * nb_)), own(size_t(R_)),
-        prev(size_t(R_)) {
-    for (int64_t r = 0; r < R; ++r) {
-      int64_t at = 0;
-      for (int64_t bk = 0; bk < nb; ++bk) start[size_t(r * nb + bk)] = at, at += counts[r * nb + bk];
-      own[size_t(r)] = chunk(t, r);
-      prev[size_t(r)] = (own[size_t(r)] + nc - 1) % nc;
-    }
-  }
-  int64_t chunk(int64_t j, int64_t r) const {
-    const int64_t* p = placed.ids(bh, j) + 2 * r;
-    return (start[size_t(r * nb + p[0])] + p[1]) / c;
-  }
-  bool seen(int64_t j, int64_t r) const {
-    const int64_t ch = chunk(j, r);
-    return ch == own[size_t(r)] || (nc > 1 && ch == prev[size_t(r)]);
-  }
-};
+// The rings with `cap` slots each (more than they hold): the held slots copied, the new ones empty. While the rings
+// have fewer than w slots none has wrapped, so a ring's n-th position sits in slot n and stays there.
+void grow_rings(ReformerState& s, int64_t cap) {
+  auto grown = [cap](const Tensor& x, double fill) {
+    Shape shape = x.shape();
+    shape[3] = cap;
+    Tensor y = full(shape, fill, x.dtype());
+    y.as_strided(x.shape(), y.strides(), 0).copy_from(x);
+    return y;
+  };
+  s.keys = grown(s.keys, 0);
+  s.values = grown(s.values, 0);
+  s.positions = grown(s.positions, -1);
+}
 
 }  // namespace
 
@@ -83,7 +71,6 @@ ReformerAttention::ReformerAttention(const AttentionConfig& config)
   ENG_CHECK(nb_ % 2 == 0, "attention 'reformer': option buckets must be even (argmax over [xR; -xR] has two buckets "
             "per column of R), got ", nb_);
   accepts_.grouped_step = true;  // the keys come from q (H heads); only v has G
-  accepts_.prefix_step = true;
   accepts_.why_not = "its keys are its own normalised queries, and logits exist only inside the sorted chunks";
   calls_ = register_buffer("hash_calls", zeros({1}, DType::I64));
 }
@@ -146,7 +133,10 @@ Tensor ReformerAttention::attend(const Tensor& q, const Tensor&, const Tensor& v
   const std::vector<int64_t> bucket = hash(q, call_index);
 
   // Geometry: R rounds of nc chunks of c sorted slots; the last chunk is padded with empty slots up to Np = nc·c.
-  const int64_t R = rounds_, BH = B * H, c = std::min(chunk_, N), nc = (N + c - 1) / c, Np = nc * c;
+  // Causal: window mode, chunks of the window w so that the own and the previous chunk hold every window.
+  const bool causal = mask.causal;
+  const int64_t R = rounds_, BH = B * H, c = std::min(causal ? window() : chunk_, N), nc = (N + c - 1) / c;
+  const int64_t Np = nc * c;
   auto layout = std::make_shared<LshChunkLayout>();
   LshChunkLayout& L = *layout;
   L.B = B, L.H = H, L.R = R, L.N = N, L.c = c, L.nc = nc;
@@ -159,6 +149,7 @@ Tensor ReformerAttention::attend(const Tensor& q, const Tensor&, const Tensor& v
       std::iota(perm.begin(), perm.end(), int64_t(0));
       std::stable_sort(perm.begin(), perm.end(), [bk](int64_t a, int64_t b) { return bk[a] < bk[b]; });
       const int64_t base = bh * R + r;
+      if (causal) L.bucket.insert(L.bucket.end(), bk, bk + N);
       for (int64_t s = 0; s < N; ++s) {
         L.order[size_t(base * Np + s)] = perm[size_t(s)];
         L.slot[size_t(base * N + perm[size_t(s)])] = s;
@@ -167,6 +158,7 @@ Tensor ReformerAttention::attend(const Tensor& q, const Tensor&, const Tensor& v
   L.key_end.resize(size_t(B * N));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t i = 0; i < N; ++i) L.key_end[size_t(b * N + i)] = attention_key_end(mask, b, i, N);
+  L.window = causal ? window() : 0;
   L.dedup = dedup_;
   L.self_logit = kSelfLogit;
 
@@ -181,60 +173,85 @@ std::unique_ptr<AttentionState> ReformerAttention::new_state() const {
   return causal_ ? std::make_unique<ReformerState>() : nullptr;
 }
 
-// Row t of the causal form of the prefix 0 … t (reformer.h): per round, the prefix sorted stably by bucket puts
-// position j at slot start[b_j] + rank_j; t (the last of its bucket) sees the keys of its chunk and of the previous
-// one (Eq. 5), its own with self_logit; the rounds are combined by Eq. 7.
+// Row t of the causal form (reformer.h): t enters, per round, the ring of its bucket, and attends to what that ring
+// holds (the bucket's w most recent positions, itself included with self_logit); the rounds are combined by Eq. 7.
 Tensor ReformerAttention::attend_step(const Tensor& q, const Tensor&, const Tensor& v, AttentionState& state,
                                       const AttentionMask&) {
   auto* s = dynamic_cast<ReformerState*>(&state);
   const std::string who = "attention 'reformer' step";
   ENG_CHECK(s, who, ": the state was not made by this variant's new_state()");
   const int64_t t = s->length, B = q.size(0), H = q.size(1), D = q.size(3), G = v.size(1), Dv = v.size(3);
-  const int64_t R = rounds_, c = std::min(chunk_, t + 1);
-  check_step_length(who, t, s->keys.stored());
-  s->keys.append(shared_keys(q), who);
-  s->values.append(v, who);
-  if (t == 0) s->counts = zeros({B, H, R, nb_}, DType::I64);
-  const std::vector<int64_t> bucket = hash(q, call());  // [R, B·H]: t's bucket, and its rank = the bucket's count
-  int64_t* counts = s->counts.data<int64_t>();
-  std::vector<double> placed(size_t(B * H * 2 * R));
+  const int64_t R = rounds_, w = window(), rings = R * nb_;
+  check_step_length(who, t, s->stored);
+  if (t == 0) {
+    s->keys = zeros({B, H, rings, 0, D}, q.dtype());
+    s->values = zeros({B, H, rings, 0, Dv}, q.dtype());
+    s->positions = zeros({B, H, rings, 0}, DType::I64);
+    s->counts = zeros({B, H, R, nb_}, DType::I64);
+  }
+  const int64_t held_before = s->keys.size(3);
+  ENG_CHECK(s->keys.shape() == Shape({B, H, rings, held_before, D}) &&
+                s->values.shape() == Shape({B, H, rings, held_before, Dv}) && s->keys.dtype() == q.dtype(),
+            who, ": q ", q.shape(), " and v ", v.shape(), " (", dtype_name(q.dtype()), ") do not match the state's "
+            "rings ", s->keys.shape(), " and ", s->values.shape(), " (", dtype_name(s->keys.dtype()), ")");
+  const std::vector<int64_t> bucket = hash(q, call());  // [R, B·H]: t's bucket in every round
+  const std::vector<double> qv = q.to_vector(), kv = shared_keys(q).to_vector(), vv = v.to_vector();
+  int64_t fullest = 0;  // the most positions a ring will hold after this step
   for (int64_t bh = 0; bh < B * H; ++bh)
-    for (int64_t r = 0; r < R; ++r) {
-      const int64_t bk = bucket[size_t(r * B * H + bh)];
-      placed[size_t(bh * 2 * R + 2 * r)] = double(bk);
-      placed[size_t(bh * 2 * R + 2 * r + 1)] = double(counts[(bh * R + r) * nb_ + bk]++);
-    }
-  s->placed.append(from_vector(placed, {B, H, 1, 2 * R}, DType::I64), who);
-
-  const std::vector<double> qv = q.to_vector();
-  const double scale = 1.0 / std::sqrt(double(D));
-  std::vector<double> key(static_cast<size_t>(D)), logits, values, o(size_t(R * Dv)), z(static_cast<size_t>(R)),
-      out(size_t(B * H * Dv));
-  for (int64_t bh = 0; bh < B * H; ++bh) {
-    const PrefixChunks sorted(s->placed, &counts[bh * R * nb_], bh, t, R, nb_, c);
-    const int64_t bg = bh / H * G + bh % H / (H / G);
-    const double* qr = &qv[size_t(bh * D)];
-    for (int64_t r = 0; r < R; ++r) {  // o^(r) and z^(r) of row t (Eq. 8)
-      logits.clear();
-      values.clear();
-      for (int64_t j = 0; j <= t; ++j) {
-        if (!sorted.seen(j, r)) continue;
-        values.resize(values.size() + size_t(Dv));
-        s->values.read(bg, j, &values[values.size() - size_t(Dv)]);
-        if (j == t) {
-          logits.push_back(kSelfLogit);
-          continue;
-        }
-        s->keys.read(bh, j, key.data());
-        double dot = 0;
-        for (int64_t d = 0; d < D; ++d) dot += qr[d] * key[size_t(d)];
-        int64_t rounds_seen = 1;  // Eq. 9–10 with dedup: − log of the rounds in which t sees j
-        if (dedup_ && R > 1) {
-          rounds_seen = 0;
-          for (int64_t r2 = 0; r2 < R; ++r2) rounds_seen += sorted.seen(j, r2);
-        }
-        logits.push_back(dot * scale - std::log(double(rounds_seen)));
+    for (int64_t r = 0; r < R; ++r)
+      fullest = std::max(fullest, s->counts.data<int64_t>()[(bh * R + r) * nb_ + bucket[size_t(r * B * H + bh)]] + 1);
+  if (fullest > held_before && held_before < w) grow_rings(*s, std::min(w, std::max<int64_t>(8, 2 * held_before)));
+  const int64_t cap = s->keys.size(3);  // slots per ring: w once some bucket has filled its window
+  int64_t* counts = s->counts.data<int64_t>();
+  int64_t* pos = s->positions.data<int64_t>();
+  std::vector<int64_t> ring(size_t(B * H * R)), held(ring.size());  // t's ring per (bh, r) and how full it is
+  ENG_DISPATCH(q.dtype(), T, {
+    T *K = s->keys.data<T>(), *V = s->values.data<T>();
+    for (int64_t bh = 0; bh < B * H; ++bh)
+      for (int64_t r = 0; r < R; ++r) {
+        const int64_t bk = bucket[size_t(r * B * H + bh)], at = (bh * R + r) * nb_ + bk, n = counts[at]++;
+        const int64_t slot = at * cap + n % cap, bg = bh / H * G + bh % H / (H / G);  // no wrap while cap < w
+        std::copy(&kv[size_t(bh * D)], &kv[size_t(bh * D)] + D, K + slot * D);
+        std::copy(&vv[size_t(bg * Dv)], &vv[size_t(bg * Dv)] + Dv, V + slot * Dv);
+        pos[slot] = t;
+        ring[size_t(bh * R + r)] = at;
+        held[size_t(bh * R + r)] = std::min(n + 1, w);
       }
+  });
+  ++s->stored;
+
+  const double scale = 1.0 / std::sqrt(double(D));
+  std::vector<double> logits, values, o(size_t(R * Dv)), z(static_cast<size_t>(R)),
+      out(size_t(B * H * Dv));
+  // Eq. 9–10 with dedup: N_tj = the rounds whose ring of t's bucket holds j.
+  auto rounds_seen = [&](int64_t bh, int64_t j) {
+    int64_t n = 0;
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t* p = pos + ring[size_t(bh * R + r)] * cap;
+      n += std::find(p, p + held[size_t(bh * R + r)], j) != p + held[size_t(bh * R + r)];
+    }
+    return n;
+  };
+  for (int64_t bh = 0; bh < B * H; ++bh) {
+    const double* qr = &qv[size_t(bh * D)];
+    for (int64_t r = 0; r < R; ++r) {  // o^(r) and z^(r) of row t (Eq. 8) over the ring of t's bucket
+      const int64_t at = ring[size_t(bh * R + r)], n = held[size_t(bh * R + r)];
+      logits.clear();
+      values.resize(size_t(n * Dv));
+      ENG_DISPATCH(q.dtype(), T, {
+        const T *K = s->keys.data<T>() + at * cap * D, *V = s->values.data<T>() + at * cap * Dv;
+        std::copy(V, V + n * Dv, values.begin());
+        for (int64_t e = 0; e < n; ++e) {
+          const int64_t j = pos[at * cap + e];
+          if (j == t) {
+            logits.push_back(kSelfLogit);
+            continue;
+          }
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d) dot += qr[d] * double(K[e * D + d]);
+          logits.push_back(dot * scale - (dedup_ && R > 1 ? std::log(double(rounds_seen(bh, j))) : 0.0));
+        }
+      });
       z[size_t(r)] = softmax_row(logits, values, Dv, &o[size_t(r * Dv)]);
     }
     const double zmax = *std::max_element(z.begin(), z.end());  // Eq. 7: weights exp(z_r − logsumexp z)

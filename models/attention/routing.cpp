@@ -9,9 +9,9 @@
 #include "engine/error.h"
 #include "engine/rng.h"
 #include "engine/threadpool.h"
-#include "models/attention/exact_topk.h"
 #include "ops/binary.h"
 #include "ops/index.h"
+#include "ops/key_list_attention.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"
 #include "ops/softmax.h"
@@ -22,7 +22,8 @@ namespace eng {
 ENG_REGISTER_ATTENTION("routing",
                        "Routing Transformer attention (Roy et al. 2020): online k-means centroids, each takes its top-w "
                        "queries and keys, O(N*w), causal or not",
-                       [](const AttentionConfig& c) { return std::make_unique<RoutingAttention>(c); });
+                       [](const AttentionConfig& c) { return std::make_unique<RoutingAttention>(c); },
+                       {{"clusters", "2"}, {"window", "3"}});  // 16 positions: ~8 keys per cluster, lists of 3
 
 namespace {
 
@@ -52,6 +53,17 @@ void top_w(const std::vector<double>& s, int64_t w, std::vector<int64_t>& perm, 
   std::copy(perm.begin(), perm.begin() + w, out);
 }
 
+// The nearest of the C centroids at mu (largest μ_c · x, the first on ties): the route of one query or key.
+int64_t nearest(const double* mu, int64_t C, const double* x, int64_t D) {
+  int64_t best = 0;
+  double top = score(mu, x, D);
+  for (int64_t c = 1; c < C; ++c) {
+    const double s = score(mu + c * D, x, D);
+    if (s > top) top = s, best = c;
+  }
+  return best;
+}
+
 // Key j of batch element b counts as real (for ranking and for the centroid update) when j < its key length.
 int64_t real_length(const AttentionMask& mask, int64_t b, int64_t N) {
   return mask.key_lengths.empty() ? N : mask.key_lengths[size_t(b)];
@@ -70,7 +82,6 @@ RoutingAttention::RoutingAttention(const AttentionConfig& config)
   ENG_CHECK(heads_ >= 1 && head_dim_ >= 1, "attention 'routing': needs heads >= 1 and head_dim >= 1 (the centroids "
             "are [heads, clusters, head_dim]), got ", heads_, " and ", head_dim_);
   accepts_.grouped_step = true;
-  accepts_.prefix_step = true;
   accepts_.why_not = "queries and keys of one sequence are routed in pairs of sets, and logits exist only inside them";
   Rng rng(config.seed ^ kStream);
   centroids_ = register_buffer("centroids", randn({heads_, clusters_, head_dim_}, rng, DType::F64));
@@ -123,13 +134,8 @@ void RoutingAttention::update_centroids(const Tensor& qn, const Tensor& kn, cons
   for (int64_t h = 0; h < H; ++h) {
     std::fill(sums.begin(), sums.end(), 0.0);
     std::fill(counts.begin(), counts.end(), 0.0);
-    auto assign = [&](const double* row) {  // the nearest centroid: the largest μ_c · x̂, the first on ties
-      int64_t best = 0;
-      double top = score(&mu[size_t(h * C * D)], row, D);
-      for (int64_t c = 1; c < C; ++c) {
-        const double s = score(&mu[size_t((h * C + c) * D)], row, D);
-        if (s > top) top = s, best = c;
-      }
+    auto assign = [&](const double* row) {
+      const int64_t best = nearest(&mu[size_t(h * C * D)], C, row, D);
       for (int64_t d = 0; d < D; ++d) sums[size_t(best * D + d)] += row[d];
       counts[size_t(best)] += 1;
     };
@@ -156,6 +162,11 @@ Tensor RoutingAttention::attend(const Tensor& q, const Tensor& k, const Tensor& 
             head_dim_, " (the centroids are [", heads_, ", ", clusters_, ", ", head_dim_, "])");
   if (N == 0) return mul_scalar(v, 0.0);
   const Tensor qn = layer_norm(q, Tensor(), Tensor()), kn = shared_qk_ ? qn : layer_norm(k, Tensor(), Tensor());
+  if (mask.causal) {
+    const Tensor out = attend_causal(qn, kn, v, mask);
+    if (training()) update_centroids(qn, kn, mask);
+    return out;
+  }
   const Routes r = route_normalised(qn, kn, mask);
   const int64_t C = clusters_, w = r.queries.size(3), BH = B * H;
   const std::vector<double> qd = r.queries.to_vector(), kd = r.keys.to_vector();
@@ -207,68 +218,114 @@ Tensor RoutingAttention::attend(const Tensor& q, const Tensor& k, const Tensor& 
   return out;
 }
 
+std::vector<int64_t> RoutingAttention::nearest_centroids(const Tensor& x) const {
+  const int64_t BH = x.size(0) * x.size(1), N = x.size(2), D = x.size(3), C = clusters_;
+  const std::vector<double> xs = x.to_vector(), mu = centroids_.to_vector();
+  std::vector<int64_t> out(size_t(BH * N));
+  for (int64_t bh = 0; bh < BH; ++bh)
+    for (int64_t i = 0; i < N; ++i)
+      out[size_t(bh * N + i)] = nearest(&mu[size_t(bh % heads_ * C * D)], C, &xs[size_t((bh * N + i) * D)], D);
+  return out;
+}
+
+RoutingAttention::Routes RoutingAttention::causal_routes_normalised(const Tensor& qn, const Tensor& kn,
+                                                                    const AttentionMask& mask) const {
+  const int64_t B = qn.size(0), H = qn.size(1), N = qn.size(2), D = qn.size(3);
+  ENG_CHECK(H == heads_ && D == head_dim_, "attention 'routing': q ", qn.shape(), " needs ", heads_, " heads of dim ",
+            head_dim_, " (the centroids are [", heads_, ", ", clusters_, ", ", head_dim_, "])");
+  const std::vector<int64_t> qc = nearest_centroids(qn), kc = nearest_centroids(kn);
+  // Keys of query i: walking back from its last visible key, the first w of its cluster (all with w = 0).
+  std::vector<std::vector<int64_t>> lists(size_t(B * H * N));
+  int64_t kk = 0;
+  for (int64_t bh = 0; bh < B * H; ++bh)
+    for (int64_t i = 0; i < N; ++i) {
+      std::vector<int64_t>& list = lists[size_t(bh * N + i)];
+      const int64_t c = qc[size_t(bh * N + i)];
+      const auto full = [&] { return window_ > 0 && int64_t(list.size()) == window_; };
+      for (int64_t j = attention_key_end(mask, bh / H, i, N) - 1; j >= 0 && !full(); --j)
+        if (kc[size_t(bh * N + j)] == c) list.push_back(j);
+      kk = std::max<int64_t>(kk, int64_t(list.size()));
+    }
+  std::vector<double> keys(size_t(B * H * N * kk), -1.0);
+  for (size_t n = 0; n < lists.size(); ++n)
+    std::copy(lists[n].begin(), lists[n].end(), keys.begin() + int64_t(n) * kk);
+  return {from_vector(std::vector<double>(qc.begin(), qc.end()), {B, H, N}, DType::I64),
+          from_vector(keys, {B, H, N, kk}, DType::I64)};
+}
+
+RoutingAttention::Routes RoutingAttention::causal_routes(const Tensor& q, const Tensor& k,
+                                                         const AttentionMask& mask) const {
+  ENG_CHECK(q.dim() == 4 && k.dim() == 4 && q.shape() == k.shape(), "attention 'routing' causal_routes: q and k must "
+            "be [B, H, N, D] of one shape, got q ", q.shape(), " and k ", k.shape());
+  AttentionMask causal = mask;
+  causal.causal = true;
+  const Tensor qn = layer_norm(q.detach(), Tensor(), Tensor());
+  return causal_routes_normalised(qn, shared_qk_ ? qn : layer_norm(k.detach(), Tensor(), Tensor()), causal);
+}
+
+// The causal form (routing.h): each query's list of its cluster's most recent visible keys, one softmax over it.
+Tensor RoutingAttention::attend_causal(const Tensor& qn, const Tensor& kn, const Tensor& v,
+                                       const AttentionMask& mask) const {
+  const int64_t B = qn.size(0), H = qn.size(1), N = qn.size(2), Dv = v.size(3);
+  const Routes r = causal_routes_normalised(qn.detach(), kn.detach(), mask);
+  auto lists = std::make_shared<KeyLists>();
+  lists->kk = r.keys.size(3);
+  if (lists->kk == 0) return zeros({B, H, N, Dv}, qn.dtype());
+  const std::vector<double> flat = r.keys.to_vector();
+  lists->keys.assign(flat.begin(), flat.end());
+  if (shared_qk_) {  // −1e5 on each query's own key
+    lists->bias.assign(flat.size(), 0.0);
+    for (size_t s = 0; s < flat.size(); ++s)
+      if (lists->keys[s] == int64_t(s) / lists->kk % N) lists->bias[s] = kSelfLogit;
+  }
+  return key_list_attention(qn, kn, v, lists, 1.0 / std::sqrt(double(qn.size(3))));  // no key: zeros
+}
+
 std::unique_ptr<AttentionState> RoutingAttention::new_state() const {
   return causal_ ? std::make_unique<RoutingState>() : nullptr;
 }
 
-// Row t of the causal form of the prefix 0 … t (routing.h): the sets of t, each one's softmax over its keys, the mean.
+// Row t of the causal form (routing.h): t's nearest centroid, then, walking back from t, the first w keys routed to
+// it (all with w = 0), one softmax over them.
 Tensor RoutingAttention::attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
                                      const AttentionMask&) {
   auto* s = dynamic_cast<RoutingState*>(&state);
   const std::string who = "attention 'routing' step";
   ENG_CHECK(s, who, ": the state was not made by this variant's new_state()");
   const int64_t t = s->length, B = q.size(0), H = q.size(1), D = q.size(3), Dv = v.size(3), C = clusters_;
-  const int64_t G = shared_qk_ ? H : k.size(1), Gv = v.size(1), w = window(t + 1);
+  const int64_t G = shared_qk_ ? H : k.size(1), Gv = v.size(1);
   check_step_length(who, t, s->values.stored());
   ENG_CHECK(H == heads_ && D == head_dim_, who, ": q ", q.shape(), " needs ", heads_, " heads of dim ", head_dim_,
             " (the centroids are [", heads_, ", ", C, ", ", head_dim_, "])");
   const Tensor qn = layer_norm(q, Tensor(), Tensor()), kn = shared_qk_ ? qn : layer_norm(k, Tensor(), Tensor());
   const std::vector<double> x = qn.to_vector(), y = kn.to_vector(), mu = centroids_.to_vector();
-  std::vector<double> sq(size_t(B * H * C)), sk(sq.size());
-  for (int64_t bh = 0; bh < B * H; ++bh)
-    for (int64_t c = 0; c < C; ++c) {
-      const double* m = &mu[size_t((bh % H * C + c) * D)];
-      sq[size_t(bh * C + c)] = score(m, &x[size_t(bh * D)], D);
-      sk[size_t(bh * C + c)] = score(m, &y[size_t((bh / H * G + bh % H / (H / G)) * D)], D);
-    }
+  std::vector<int64_t> route(static_cast<size_t>(B * H));
+  std::vector<double> key_route(route.size());
+  for (int64_t bh = 0; bh < B * H; ++bh) {
+    const double* m = &mu[size_t(bh % H * C * D)];
+    route[size_t(bh)] = nearest(m, C, &x[size_t(bh * D)], D);
+    key_route[size_t(bh)] = double(nearest(m, C, &y[size_t((bh / H * G + bh % H / (H / G)) * D)], D));
+  }
   s->keys.append(kn, who);
   s->values.append(v, who);
-  s->query_scores.append(from_vector(sq, {B, H, 1, C}, DType::F64), who);
-  if (!shared_qk_) s->key_scores.append(from_vector(sk, {B, H, 1, C}, DType::F64), who);
-  const RowCache& key_scores = shared_qk_ ? s->query_scores : s->key_scores;
+  s->key_routes.append(from_vector(key_route, {B, H, 1, 1}, DType::I64), who);
 
   const double scale = 1.0 / std::sqrt(double(D));
-  std::vector<double> row(static_cast<size_t>(std::max(C, D))), ks(size_t((t + 1) * C)), by_key(size_t(t + 1));
-  std::vector<double> logits, values(size_t(w * Dv)), o(static_cast<size_t>(Dv)), out(size_t(B * H * Dv), 0.0);
-  std::vector<int64_t> ahead(static_cast<size_t>(C)), keys(static_cast<size_t>(w));
+  std::vector<double> row(static_cast<size_t>(D)), logits, values, out(size_t(B * H * Dv), 0.0);
   for (int64_t bh = 0; bh < B * H; ++bh) {
     const int64_t bg = bh / H * G + bh % H / (H / G), bgv = bh / H * Gv + bh % H / (H / Gv);
-    const double* mine = &sq[size_t(bh * C)];
-    std::fill(ahead.begin(), ahead.end(), 0);
-    for (int64_t i = 0; i < t; ++i) {  // earlier queries ranked before t: a score >= t's
-      s->query_scores.read(bh, i, row.data());
-      for (int64_t c = 0; c < C; ++c) ahead[size_t(c)] += row[size_t(c)] >= mine[c];
+    logits.clear();
+    values.clear();
+    for (int64_t j = t; j >= 0 && (window_ == 0 || int64_t(logits.size()) < window_); --j) {
+      if (s->key_routes.ids(bh, j)[0] != route[size_t(bh)]) continue;
+      s->keys.read(bg, j, row.data());
+      double dot = 0;
+      for (int64_t d = 0; d < D; ++d) dot += x[size_t(bh * D + d)] * row[size_t(d)];
+      logits.push_back(dot * scale + (shared_qk_ && j == t ? kSelfLogit : 0.0));
+      values.resize(values.size() + size_t(Dv));
+      s->values.read(bgv, j, &values[values.size() - size_t(Dv)]);
     }
-    for (int64_t j = 0; j <= t; ++j) key_scores.read(bh, j, &ks[size_t(j * C)]);
-    int64_t sets = 0;
-    for (int64_t c = 0; c < C; ++c) {
-      if (ahead[size_t(c)] >= w) continue;  // t is not among Q_c's top w
-      for (int64_t j = 0; j <= t; ++j) by_key[size_t(j)] = ks[size_t(j * C + c)];
-      top_keys(by_key.data(), t + 1, w, keys.data());
-      logits.assign(size_t(w), 0.0);
-      for (int64_t n = 0; n < w; ++n) {
-        const int64_t j = keys[size_t(n)];
-        s->keys.read(bg, j, row.data());
-        double dot = 0;
-        for (int64_t d = 0; d < D; ++d) dot += x[size_t(bh * D + d)] * row[size_t(d)];
-        logits[size_t(n)] = dot * scale + (shared_qk_ && j == t ? kSelfLogit : 0.0);
-        s->values.read(bgv, j, &values[size_t(n * Dv)]);
-      }
-      softmax_row(logits, values, Dv, o.data());
-      for (int64_t d = 0; d < Dv; ++d) out[size_t(bh * Dv + d)] += o[size_t(d)];
-      ++sets;
-    }
-    for (int64_t d = 0; d < Dv && sets > 0; ++d) out[size_t(bh * Dv + d)] /= double(sets);
+    softmax_row(logits, values, Dv, &out[size_t(bh * Dv)]);
   }
   return from_vector(out, {B, H, 1, Dv}, q.dtype());
 }
