@@ -1,0 +1,107 @@
+#include "tools/train/data_parallel.h"
+
+#include <cstring>
+
+#include "engine/error.h"
+#include "ops/binary.h"
+
+namespace eng::jobs {
+
+Rng micro_batch_stream(const Rng& step_stream, int64_t k) {
+  // Philox of (position, seed + k * golden ratio) as the new seed: streams for different k or steps share nothing.
+  const auto w = philox4x32(step_stream.position(), step_stream.seed() + uint64_t(k) * 0x9E3779B97F4A7C15ull);
+  return Rng((uint64_t(w[0]) << 32 | w[1]) ^ (uint64_t(w[2]) << 32 | w[3]) * 0xD1B54A32D192ED03ull);
+}
+
+DataParallel::DataParallel(Communicator& comm, std::vector<Tensor> params, int64_t accum, ReduceOrder order)
+    : comm_(comm), params_(std::move(params)), accum_(accum), order_(order) {
+  ENG_CHECK(accum_ >= 1, "train: --accum must be at least 1, got ", accum_);
+  offsets_.push_back(0);
+  for (const Tensor& p : params_) {
+    ENG_CHECK(p.dtype() == DType::F32 && p.device() == Device::CPU, "train: micro-batches (--accum above 1 or several "
+              "ranks) need f32 parameters on the cpu, got ", p.dtype(), " on ", device_name(p.device()));
+    offsets_.push_back(offsets_.back() + size_t(p.numel()));
+  }
+  sum_.resize(offsets_.back());
+  has_grad_.resize(params_.size());
+}
+
+void DataParallel::add_grads(bool first) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    float* s = sum_.data() + offsets_[i];
+    const size_t n = offsets_[i + 1] - offsets_[i];
+    const Tensor g = params_[i].grad();
+    if (first) has_grad_[i] = 0;
+    if (!g.defined()) {
+      if (first) std::memset(s, 0, n * sizeof(float));
+      continue;
+    }
+    has_grad_[i] = 1;
+    const Tensor c = g.contiguous();
+    const float* x = c.data<float>();
+    if (first)
+      std::memcpy(s, x, n * sizeof(float));
+    else
+      for (size_t j = 0; j < n; ++j) s[j] += x[j];
+  }
+}
+
+void DataParallel::reduce() {
+  if (comm_.size() > 1) {
+    std::vector<unsigned char> all(has_grad_.size() * size_t(comm_.size()));
+    comm_.all_gather_bytes(has_grad_.data(), has_grad_.size(), all.data());
+    for (size_t r = 1; r < size_t(comm_.size()); ++r)
+      for (size_t i = 0; i < has_grad_.size(); ++i) has_grad_[i] |= all[r * has_grad_.size() + i];
+    comm_.all_reduce_sum(sum_.data(), sum_.size(), order_);
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!has_grad_[i]) {
+      params_[i].zero_grad();
+      continue;
+    }
+    Tensor g = empty(params_[i].shape(), DType::F32);
+    std::memcpy(g.data<float>(), sum_.data() + offsets_[i], (offsets_[i + 1] - offsets_[i]) * sizeof(float));
+    params_[i].set_grad(g);
+  }
+}
+
+StepTotals DataParallel::forward_backward(Job& job, Rng& data, int64_t batch) {
+  const Rng data_step = data, model_step = job.model_rng();
+  const int64_t K = micro_batches();
+  constexpr size_t kFields = 6;  // loss, correct, counted, tokens, edits, labels of one micro-batch
+  std::vector<double> mine(size_t(accum_) * kFields);
+  for (int64_t m = 0; m < accum_; ++m) {
+    const int64_t k = comm_.rank() * accum_ + m;
+    for (Tensor& p : params_) p.zero_grad();
+    data = micro_batch_stream(data_step, k);
+    job.model_rng() = micro_batch_stream(model_step, k);
+    const StepResult r = job.run(batch, data);
+    Tensor loss = r.penalty.defined() ? add(r.loss, r.penalty) : r.loss;
+    mul_scalar(loss, 1.0 / double(K)).backward();
+    double* f = mine.data() + size_t(m) * kFields;
+    f[0] = r.loss.item();
+    f[1] = double(r.correct), f[2] = double(r.counted), f[3] = double(r.tokens), f[4] = double(r.edits),
+    f[5] = double(r.labels);
+    add_grads(m == 0);
+  }
+  data = Rng(data_step.seed(), data_step.position() + 1);
+  job.model_rng() = Rng(model_step.seed(), model_step.position() + 1);
+  reduce();
+  std::vector<double> all(mine.size() * size_t(comm_.size()));
+  comm_.all_gather_bytes(mine.data(), mine.size() * sizeof(double), all.data());
+  StepTotals t;
+  for (int64_t k = 0; k < K; ++k) {
+    const double* f = all.data() + size_t(k) * kFields;
+    t.loss += f[0] / double(K);
+    t.counts.correct += int64_t(f[1]), t.counts.counted += int64_t(f[2]), t.counts.tokens += int64_t(f[3]);
+    t.counts.edits += int64_t(f[4]), t.counts.labels += int64_t(f[5]);
+  }
+  return t;
+}
+
+size_t DataParallel::bytes_per_step() const {
+  const size_t n = size_t(comm_.size());
+  return n == 1 ? 0 : 2 * (n - 1) * sum_.size() * sizeof(float) / n;
+}
+
+}  // namespace eng::jobs

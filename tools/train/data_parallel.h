@@ -1,0 +1,56 @@
+// Steps made of several micro-batches, in one process (--accum K) or over the ranks of an MPI job (each rank
+// --batch / ranks sequences; docs/distributed.md). The rules that make N ranks with --accum 1 repeat one process
+// with --accum N bit for bit:
+// - Global micro-batch k of a step (k = rank * accum + m) draws its data and dropout from streams keyed by
+//   (the step's generator position, k), not from where the previous micro-batch left the generator: rank k draws
+//   exactly what micro-batch k of the one process draws. After the step both generators advance by one.
+// - Each micro-batch's loss is scaled by 1 / K (K = ranks * accum), and its gradients g_k are summed in order,
+//   ((g_0 + g_1) + g_2) + ..., in f32: --reduce exact sums over ranks in rank order (engine/comm.h), so the sum
+//   is the one process's. --reduce fast lets MPI choose the order (equal within rounding).
+// - Losses and counts are gathered and summed in micro-batch order; the gradient norm is computed on the summed
+//   gradients, the same on every rank.
+// A step of one micro-batch in one process (the default) does not come here: it runs as before, bit for bit.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "engine/comm.h"
+#include "engine/rng.h"
+#include "tools/train/job.h"
+
+namespace eng::jobs {
+
+// The generator of global micro-batch k of a step whose generator stands at `step_stream`.
+Rng micro_batch_stream(const Rng& step_stream, int64_t k);
+
+// What the micro-batches of a step add up to, over every rank: loss = Σ_k loss_k / K in k order, and the counts.
+struct StepTotals {
+  double loss = 0;
+  StepResult counts;  // correct, counted, tokens, edits, labels summed; loss undefined
+};
+
+class DataParallel {
+ public:
+  // Parameters must be f32 on the cpu. `accum` micro-batches per rank and step.
+  DataParallel(Communicator& comm, std::vector<Tensor> params, int64_t accum, ReduceOrder order);
+  int64_t micro_batches() const { return int64_t(comm_.size()) * accum_; }  // K
+  // This rank's micro-batches of one step, each of `batch` sequences, with keyed streams; leaves every parameter's
+  // .grad the sum over all K micro-batches (undefined where no micro-batch on any rank gave one).
+  StepTotals forward_backward(Job& job, Rng& data, int64_t batch);
+  // Bytes each rank sent for the gradients of the last step (for the benchmark).
+  size_t bytes_per_step() const;
+
+ private:
+  void add_grads(bool first);  // the parameters' .grad into sum_ (copied when `first`)
+  void reduce();               // sum_ over ranks, into the parameters' .grad
+
+  Communicator& comm_;
+  std::vector<Tensor> params_;
+  std::vector<size_t> offsets_;  // params_[i] is sum_[offsets_[i], offsets_[i+1])
+  int64_t accum_;
+  ReduceOrder order_;
+  std::vector<float> sum_;
+  std::vector<unsigned char> has_grad_;
+};
+
+}  // namespace eng::jobs
