@@ -8,7 +8,7 @@ build=${1:?usage: tests/mpi.sh BUILD_DIR}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # CI runs as root
 export OMPI_MCA_rmaps_base_oversubscribe=1
 dir=$(mktemp -d /tmp/eng_mpi_test.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$dir"' EXIT
 failures=0
 check() {  # check NAME CONDITION-EXIT-CODE
   if [ "$2" -eq 0 ]; then echo "mpi test: ok   $1"; else echo "mpi test: FAIL $1"; failures=$((failures + 1)); fi
@@ -44,6 +44,61 @@ check "the progress line's loss and accuracy are global (== one process with --a
 mpi 2 "${model[@]}" --batch 5 >"$dir/odd.out" 2>&1
 [ $? -ne 0 ] && grep -q "batch 5 does not split over 2 ranks" "$dir/odd.out" && ! grep -q "^step" "$dir/odd.out"
 check "--batch not divisible by the ranks: refused before any step" $?
+
+# Checkpoints: written by rank 0 alone in the one-process format, so that a run goes on under another rank count.
+mpi 3 "${model[@]}" --batch 6 --steps 15 --checkpoint "$dir/n3_15.ckpt" >/dev/null 2>&1
+"$build/train" "${model[@]}" --threads 1 --batch 2 --accum 3 --steps 15 --checkpoint "$dir/a3_15.ckpt" >/dev/null 2>&1
+cmp -s "$dir/n3_15.ckpt" "$dir/a3_15.ckpt"
+check "a checkpoint written at step 15 by 3 ranks == one process's with --accum 3" $?
+mpi 3 "${model[@]}" --batch 6 --resume "$dir/n3_15.ckpt" --checkpoint "$dir/n3_resumed.ckpt" >/dev/null 2>&1
+cmp -s "$dir/n3_resumed.ckpt" "$dir/exact3.ckpt"
+check "3 ranks resumed at step 15 with 3 ranks: == the uninterrupted 3-rank run" $?
+mpi 2 "${model[@]}" --batch 6 --resume "$dir/n3_15.ckpt" --checkpoint "$dir/n2_from3.ckpt" >/dev/null 2>&1
+"$build/train" "${model[@]}" --threads 1 --batch 3 --accum 2 --resume "$dir/n3_15.ckpt" --checkpoint "$dir/a2_from3.ckpt" \
+  >/dev/null 2>&1
+cmp -s "$dir/n2_from3.ckpt" "$dir/a2_from3.ckpt" && ! cmp -s "$dir/n2_from3.ckpt" "$dir/exact3.ckpt"
+check "a 3-rank checkpoint resumed with 2 ranks == resumed by one process with --accum 2" $?
+"$build/train" "${model[@]}" --threads 1 --batch 6 --steps 15 --checkpoint "$dir/one_15.ckpt" >/dev/null 2>&1
+mpi 2 "${model[@]}" --batch 6 --resume "$dir/one_15.ckpt" --checkpoint "$dir/n2_from1.ckpt" >/dev/null 2>&1
+"$build/train" "${model[@]}" --threads 1 --batch 3 --accum 2 --resume "$dir/one_15.ckpt" --checkpoint "$dir/a2_from1.ckpt" \
+  >/dev/null 2>&1
+cmp -s "$dir/n2_from1.ckpt" "$dir/a2_from1.ckpt"
+check "a one-process checkpoint (no --accum) resumed with 2 ranks == resumed with --accum 2" $?
+
+# Ranks that differ are refused at start, naming the difference (mpirun's MPMD form gives each rank its own line).
+exe=$(realpath "$build/mpi/train")
+timeout 60 mpirun --oversubscribe -np 1 "$exe" "${model[@]}" --threads 1 --batch 6 --lr 0.001 : \
+  -np 1 "$exe" "${model[@]}" --threads 1 --batch 6 --lr 0.002 >"$dir/flags.out" 2>&1
+[ $? -ne 0 ] && grep -q "rank 1 was started with other flags than rank 0: argument [0-9]* is '0.002' where rank 0 has \
+'0.001'" "$dir/flags.out" && ! grep -q "^step" "$dir/flags.out"
+check "ranks started with different flags: refused, naming the argument" $?
+mkdir -p "$dir/host_a" "$dir/host_b"
+printf 'the same words on every host. %.0s' {1..300} >"$dir/host_a/corpus.txt"
+printf 'other words on the second host. %.0s' {1..300} >"$dir/host_b/corpus.txt"
+text=(text --data corpus.txt --layers 1 --heads 2 --d-model 16 --seq-len 8 --batch 2 --steps 2 --threads 1)
+timeout 60 mpirun --oversubscribe -np 1 -wdir "$dir/host_a" "$exe" "${text[@]}" : \
+  -np 1 -wdir "$dir/host_b" "$exe" "${text[@]}" >"$dir/data.out" 2>&1
+[ $? -ne 0 ] && grep -q -- "--data corpus.txt differs between rank 1 (.*) and rank 0" "$dir/data.out"
+check "ranks whose data files differ: refused, naming the flag" $?
+
+# A rank killed with SIGKILL ends the job within seconds (mpirun stops the others and says which rank died); the
+# last checkpoint is whole, and resuming from it reaches the weights of an uninterrupted run.
+long=("${model[@]}" --batch 6 --steps 150 --checkpoint-every 3 --log-every 1000)
+mpi 2 "${long[@]}" --checkpoint "$dir/uninterrupted.ckpt" >/dev/null 2>&1
+mpirun --oversubscribe -np 2 "$build/mpi/train" "${long[@]}" --threads 1 --checkpoint "$dir/killed.ckpt" \
+  >"$dir/killed.out" 2>&1 &
+launcher=$!
+for _ in $(seq 200); do [ -f "$dir/killed.ckpt" ] && break; sleep 0.05; done
+victim=$(pgrep -P "$launcher" | head -1)
+kill -9 "$victim"
+killed_at=$SECONDS
+wait "$launcher"
+status=$?
+[ $status -ne 0 ] && [ $((SECONDS - killed_at)) -le 10 ] && grep -qi "signal 9\|killed" "$dir/killed.out"
+check "SIGKILL of one rank: mpirun exits ($status) within 10 s with a message" $?
+mpi 2 "${long[@]}" --resume "$dir/killed.ckpt" --checkpoint "$dir/killed.ckpt" >"$dir/resumed.out" 2>&1 &&
+  cmp -s "$dir/killed.ckpt" "$dir/uninterrupted.ckpt"
+check "the killed job resumes from its last checkpoint to the uninterrupted run's weights" $?
 
 [ $failures -eq 0 ] || { echo "mpi test: $failures failed"; exit 1; }
 echo "mpi test: all passed"
