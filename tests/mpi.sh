@@ -65,6 +65,18 @@ mpi 2 "${model[@]}" --batch 6 --resume "$dir/one_15.ckpt" --checkpoint "$dir/n2_
 cmp -s "$dir/n2_from1.ckpt" "$dir/a2_from1.ckpt"
 check "a one-process checkpoint (no --accum) resumed with 2 ranks == resumed with --accum 2" $?
 
+# ZeRO-1: each rank updates its slice with its share of the state; the weights and the gathered state are the
+# unsharded run's, and a sharded checkpoint resumes under another rank count.
+for n in 2 3; do
+  mpi "$n" "${model[@]}" --batch 6 --shard-optimizer --checkpoint "$dir/shard$n.ckpt" >"$dir/shard$n.out" 2>&1
+  cmp -s "$dir/shard$n.ckpt" "$dir/exact$n.ckpt"
+  check "$n ranks, --shard-optimizer: final checkpoint (weights and gathered state) == unsharded, byte for byte" $?
+done
+mpi 2 "${model[@]}" --batch 6 --shard-optimizer --resume "$dir/n3_15.ckpt" --checkpoint "$dir/shard_from3.ckpt" \
+  >/dev/null 2>&1
+cmp -s "$dir/shard_from3.ckpt" "$dir/n2_from3.ckpt"
+check "a 3-rank checkpoint resumed with 2 sharded ranks == resumed unsharded" $?
+
 # Ranks that differ are refused at start, naming the difference (mpirun's MPMD form gives each rank its own line).
 exe=$(realpath "$build/mpi/train")
 timeout 60 mpirun --oversubscribe -np 1 "$exe" "${model[@]}" --threads 1 --batch 6 --lr 0.001 : \

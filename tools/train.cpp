@@ -32,6 +32,7 @@
 #include "tools/train/memory_estimate.h"
 #include "tools/train/init_weights.h"
 #include "tools/train/nonfinite_checks.h"
+#include "tools/train/optimizer_shard.h"
 #include "tools/train/rank_agreement.h"
 #include "tools/train/run_checkpoint.h"
 #include "tools/train/run_files.h"
@@ -153,7 +154,6 @@ void split_batch(Communicator& comm, const CommonFlags& f) {
   const TrainingFlags& tf = f.training;
   ENG_CHECK(tf.reduce == "exact" || tf.reduce == "fast", "train: --reduce must be exact or fast, got '", tf.reduce,
             "'");
-  ENG_CHECK(!tf.shard_optimizer, "train: --shard-optimizer is not implemented yet");
   if (comm.size() == 1) return;
   ENG_CHECK(tf.batch % comm.size() == 0, "train: --batch ", tf.batch, " does not split over ", comm.size(),
             " ranks: give a multiple of ", comm.size(), " (--batch is the global batch, each rank takes --batch / ",
@@ -204,6 +204,9 @@ struct Training {
   Rng data;
   int64_t start = 0;
   std::unique_ptr<DataParallel> parallel;  // steps of several micro-batches (--accum above 1 or several ranks)
+  std::vector<Tensor> params;              // the model's, in the optimizer's order
+  OptimizerFactory make_optimizer;         // an optimizer of the run's kind over given parameters
+  std::unique_ptr<OptimizerShard> shard;   // --shard-optimizer: `optimizer` holds this rank's slice only
 };
 
 Training build(const TaskInfo& task, const TaskPlan& plan, const CommonFlags& f) {
@@ -215,19 +218,31 @@ Training build(const TaskInfo& task, const TaskPlan& plan, const CommonFlags& f)
                    !f.run.checkpoint.empty() || !f.run.resume.empty() || !f.run.init.empty());
     t.job->model().to(Device::CUDA);  // before the optimizer, whose state is made where the parameters are
   }
-  t.optimizer = make_optimizer(f.training.optimizer, t.job->model().named_parameters(), f.training.lr,
-                               f.training.weight_decay);
-  t.schedule = parse_schedule(f.training.schedule, f.training.lr);
+  t.make_optimizer = [&tf = f.training](NamedTensors p) {
+    return make_optimizer(tf.optimizer, std::move(p), tf.lr, tf.weight_decay);
+  };
+  const NamedTensors named = t.job->model().named_parameters();
+  for (const auto& np : named) t.params.push_back(np.second);
   Communicator& comm = world();
+  ENG_CHECK(!f.training.shard_optimizer || f.run.device == "cpu", "train: --shard-optimizer runs on the cpu only");
+  if (f.training.shard_optimizer) t.shard = std::make_unique<OptimizerShard>(comm, named);
+  t.optimizer = t.make_optimizer(t.shard ? t.shard->pieces() : named);
+  t.schedule = parse_schedule(f.training.schedule, f.training.lr);
   if (f.run.device == "cpu" && comm.size() * f.training.accum > 1)
-    t.parallel = std::make_unique<DataParallel>(comm, t.optimizer->params(), f.training.accum,
+    t.parallel = std::make_unique<DataParallel>(comm, t.params, f.training.accum,
                                                 f.training.reduce == "fast" ? ReduceOrder::Fast : ReduceOrder::Exact);
   t.config.model = plan.model.to_map();
   t.config.task = plan.keys;
   t.config.task["name"] = task.name;
   t.data = Rng(uint64_t(f.training.seed) * 7919 + 17);
   if (!f.run.resume.empty()) {
-    t.start = resume_run(f.run.resume, *t.job, *t.optimizer, t.config, t.data, f.training.steps);
+    if (t.shard) {  // the checkpoint holds the whole state: this rank keeps its slice
+      const std::unique_ptr<Optimizer> whole = t.make_optimizer(named);
+      t.start = resume_run(f.run.resume, *t.job, *whole, t.config, t.data, f.training.steps);
+      t.shard->scatter_state(*whole, *t.optimizer);
+    } else {
+      t.start = resume_run(f.run.resume, *t.job, *t.optimizer, t.config, t.data, f.training.steps);
+    }
     std::printf("resumed from %s at step %lld\n", f.run.resume.c_str(), (long long)t.start);
   }
   if (!f.run.init.empty()) {
@@ -244,9 +259,12 @@ Training build(const TaskInfo& task, const TaskPlan& plan, const CommonFlags& f)
   return t;
 }
 
-// Rank 0 writes the checkpoint (the ranks hold the same weights and state).
+// Rank 0 writes the checkpoint (the ranks hold the same weights; a sharded state is gathered first, by all).
 void save(Training& t, const RunFlags& r, int64_t step) {
-  if (!r.checkpoint.empty() && world().rank() == 0) save_run_checkpoint(r.checkpoint, *t.job, *t.optimizer, t.config, step, t.data);
+  if (r.checkpoint.empty()) return;
+  const std::unique_ptr<Optimizer> whole = t.shard ? t.shard->gather_state(*t.optimizer, t.make_optimizer) : nullptr;
+  if (world().rank() == 0)
+    save_run_checkpoint(r.checkpoint, *t.job, whole ? *whole : *t.optimizer, t.config, step, t.data);
 }
 
 // One step's forward and backward passes over --accum micro-batches; returns the step's loss (an attention
@@ -283,7 +301,9 @@ bool update(Training& t, const std::string& on_nan, TrainingLog& log, int64_t st
     log.print("step " + std::to_string(step) + ": " + bad + "; update skipped");
     return false;
   }
+  if (t.shard) t.shard->set_piece_grads();
   t.optimizer->step();
+  if (t.shard) t.shard->gather_parameters();
   const std::string broken = first_nonfinite_parameter(t.job->model());
   ENG_CHECK(broken.empty(), "train: step ", step, ": the update made ", broken, " (learning rate ",
             t.optimizer->lr(), " too large?); stopped, the last checkpoint is kept");
@@ -306,9 +326,9 @@ Outcome train(Training& t, const CommonFlags& f, TrainingLog& log) {
   t.job->model().train();
   while (o.step < tf.steps) {
     t.optimizer->set_lr(t.schedule->lr(o.step));
-    t.optimizer->zero_grad();
+    for (const Tensor& p : t.params) p.zero_grad();
     const double step_loss = forward_backward(t, tf, log, o.step);
-    const double grad_norm = clip_grad_norm(t.optimizer->params(), tf.clip > 0 ? tf.clip : INFINITY);
+    const double grad_norm = clip_grad_norm(t.params, tf.clip > 0 ? tf.clip : INFINITY);
     const int64_t step = ++o.step;
     const bool last = step == tf.steps || (tf.max_minutes > 0 && log.elapsed_seconds() >= 60 * tf.max_minutes);
     if (!update(t, rf.on_nan, log, step, step_loss)) ++o.skipped;
