@@ -182,9 +182,11 @@ $(BUILD)/mpi/bench: $(BUILD)/obj/tools/bench.o $(BENCH_OBJ) $(MPI_OBJ) $(BUILD)/
 	$(CXX) $(filter %.o,$^) $(LINK_LIB) -o $@
 $(BUILD)/mpi/comm_check: $(BUILD)/obj/tests/mpi/comm_check.o $(MPI_OBJ) $(BUILD)/libengine.a
 	$(CXX) $(filter %.o,$^) $(LINK_LIB) -o $@
--include $(MPI_OBJ:.o=.d) $(BUILD)/obj/tests/mpi/comm_check.d
+$(BUILD)/mpi/checkpoint_close: $(BUILD)/obj/tests/mpi/checkpoint_close.o $(BUILD)/libengine.a
+	$(CXX) $< $(BUILD)/libengine.a $(LDFLAGS) -o $@
+-include $(MPI_OBJ:.o=.d) $(BUILD)/obj/tests/mpi/comm_check.d $(BUILD)/obj/tests/mpi/checkpoint_close.d
 .PHONY: test-mpi
-test-mpi: $(BUILD)/mpi/train $(BUILD)/mpi/bench $(BUILD)/mpi/comm_check $(BUILD)/train
+test-mpi: $(BUILD)/mpi/train $(BUILD)/mpi/bench $(BUILD)/mpi/comm_check $(BUILD)/mpi/checkpoint_close $(BUILD)/train
 	cd $(CURDIR) && bash tests/mpi.sh $(BUILD)
 endif
 

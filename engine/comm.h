@@ -31,6 +31,9 @@ class PendingReduce {
  public:
   virtual ~PendingReduce() = default;
   virtual void wait() = 0;
+  // Whether it is done, without blocking; calling it lets the backend move the reduction on (Open MPI progresses
+  // non-blocking collectives only inside MPI calls).
+  virtual bool test() = 0;
 };
 
 class Communicator {

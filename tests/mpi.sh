@@ -45,6 +45,13 @@ mpi 2 "${model[@]}" --batch 5 >"$dir/odd.out" 2>&1
 [ $? -ne 0 ] && grep -q "batch 5 does not split over 2 ranks" "$dir/odd.out" && ! grep -q "^step" "$dir/odd.out"
 check "--batch not divisible by the ranks: refused before any step" $?
 
+# --reduce fast: MPI's own sum per bucket, started during backward; weights within 1e-5 of exact per tensor.
+for n in 2 3; do
+  mpi "$n" "${model[@]}" --batch 6 --reduce fast --checkpoint "$dir/fast$n.ckpt" >"$dir/fast$n.out" 2>&1 &&
+    "$build/mpi/checkpoint_close" "$dir/fast$n.ckpt" "$dir/exact$n.ckpt" 1e-5 >"$dir/close$n.out"
+  check "$n ranks, --reduce fast: weights within 1e-5 of exact per tensor ($(cat "$dir/close$n.out"))" $?
+done
+
 # Checkpoints: written by rank 0 alone in the one-process format, so that a run goes on under another rank count.
 mpi 3 "${model[@]}" --batch 6 --steps 15 --checkpoint "$dir/n3_15.ckpt" >/dev/null 2>&1
 "$build/train" "${model[@]}" --threads 1 --batch 2 --accum 3 --steps 15 --checkpoint "$dir/a3_15.ckpt" >/dev/null 2>&1

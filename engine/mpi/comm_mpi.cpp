@@ -22,6 +22,11 @@ class MpiReduce : public PendingReduce {
   void wait() override {
     if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
   }
+  bool test() override {
+    int done = 1;
+    if (request_ != MPI_REQUEST_NULL) MPI_Test(&request_, &done, MPI_STATUS_IGNORE);
+    return done != 0;
+  }
 
  private:
   MPI_Request request_;

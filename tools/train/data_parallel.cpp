@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "engine/autograd.h"
 #include "engine/error.h"
 #include "ops/binary.h"
 
@@ -24,35 +25,87 @@ DataParallel::DataParallel(Communicator& comm, std::vector<Tensor> params, int64
   }
   sum_.resize(offsets_.back());
   has_grad_.resize(params_.size());
-}
-
-void DataParallel::add_grads(bool first) {
-  for (size_t i = 0; i < params_.size(); ++i) {
-    float* s = sum_.data() + offsets_[i];
-    const size_t n = offsets_[i + 1] - offsets_[i];
-    const Tensor g = params_[i].grad();
-    if (first) has_grad_[i] = 0;
-    if (!g.defined()) {
-      if (first) std::memset(s, 0, n * sizeof(float));
-      continue;
-    }
-    has_grad_[i] = 1;
-    const Tensor c = g.contiguous();
-    const float* x = c.data<float>();
-    if (first)
-      std::memcpy(s, x, n * sizeof(float));
-    else
-      for (size_t j = 0; j < n; ++j) s[j] += x[j];
+  // Buckets from the last parameter down (backward reaches the last layers first), each at least 1/kBuckets of all.
+  bucket_of_.resize(params_.size());
+  for (size_t last = params_.size(); last > 0;) {
+    Bucket b{last, last};
+    while (b.first > 0 && (b.first == last || offsets_[last] - offsets_[b.first] < sum_.size() / kBuckets)) --b.first;
+    for (size_t i = b.first; i < b.last; ++i) bucket_of_[i] = buckets_.size();
+    buckets_.push_back(b);
+    last = b.first;
   }
+  for (size_t i = 0; i < params_.size(); ++i) index_[params_[i].impl()] = i;
+  seen_.assign(params_.size(), 0);
 }
 
-void DataParallel::reduce() {
+void DataParallel::add_grad(size_t i, bool first) {
+  float* s = sum_.data() + offsets_[i];
+  const size_t n = offsets_[i + 1] - offsets_[i];
+  const Tensor g = params_[i].grad();
+  if (first) has_grad_[i] = 0;
+  if (!g.defined()) {
+    if (first) std::memset(s, 0, n * sizeof(float));
+    return;
+  }
+  has_grad_[i] = 1;
+  const Tensor c = g.contiguous();
+  const float* x = c.data<float>();
+  if (first)
+    std::memcpy(s, x, n * sizeof(float));
+  else
+    for (size_t j = 0; j < n; ++j) s[j] += x[j];
+}
+
+void DataParallel::launch(size_t b) {
+  const Bucket& k = buckets_[b];
+  in_flight_.push_back(comm_.start_all_reduce(sum_.data() + offsets_[k.first], offsets_[k.last] - offsets_[k.first]));
+}
+
+// Every rank launches the buckets in the same order (the order their last gradients complete, the same graph on
+// every rank), as MPI requires of collectives.
+void DataParallel::backward_overlapped(const Tensor& loss, bool first) {
+  std::fill(seen_.begin(), seen_.end(), 0);
+  for (Bucket& b : buckets_) {
+    b.waiting = 0;
+    for (size_t i = b.first; i < b.last; ++i) b.waiting += uses_[i] > 0;
+  }
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (uses_[i] == 0) add_grad(i, first);
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    if (buckets_[b].waiting == 0) launch(b);
+  set_leaf_grad_hook([&](const TensorImpl* leaf) {
+    const auto it = index_.find(leaf);
+    if (it == index_.end()) return;
+    const size_t i = it->second;
+    ENG_CHECK(++seen_[i] <= uses_[i], "train: --reduce fast: parameter ", i, " received more gradients than on the "
+              "first step (", uses_[i], "): its graph changed; use --reduce exact");
+    if (seen_[i] == uses_[i]) {
+      add_grad(i, first);
+      if (--buckets_[bucket_of_[i]].waiting == 0) launch(bucket_of_[i]);
+    }
+    for (auto& r : in_flight_) r->test();
+  });
+  try {
+    loss.backward();
+  } catch (...) {
+    set_leaf_grad_hook(nullptr);
+    throw;
+  }
+  set_leaf_grad_hook(nullptr);
+  for (size_t i = 0; i < params_.size(); ++i)
+    ENG_CHECK(seen_[i] == uses_[i], "train: --reduce fast: parameter ", i, " received ", seen_[i], " gradients, ",
+              uses_[i], " on the first step: its graph changed; use --reduce exact");
+  for (auto& r : in_flight_) r->wait();
+  in_flight_.clear();
+}
+
+void DataParallel::reduce(bool reduced) {
   if (comm_.size() > 1) {
     std::vector<unsigned char> all(has_grad_.size() * size_t(comm_.size()));
     comm_.all_gather_bytes(has_grad_.data(), has_grad_.size(), all.data());
     for (size_t r = 1; r < size_t(comm_.size()); ++r)
       for (size_t i = 0; i < has_grad_.size(); ++i) has_grad_[i] |= all[r * has_grad_.size() + i];
-    comm_.all_reduce_sum(sum_.data(), sum_.size(), order_);
+    if (!reduced) comm_.all_reduce_sum(sum_.data(), sum_.size(), order_);
   }
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!has_grad_[i]) {
@@ -68,6 +121,7 @@ void DataParallel::reduce() {
 StepTotals DataParallel::forward_backward(Job& job, Rng& data, int64_t batch) {
   const Rng data_step = data, model_step = job.model_rng();
   const int64_t K = micro_batches();
+  const bool overlap = order_ == ReduceOrder::Fast && comm_.size() > 1 && !uses_.empty();
   constexpr size_t kFields = 6;  // loss, correct, counted, tokens, edits, labels of one micro-batch
   std::vector<double> mine(size_t(accum_) * kFields);
   for (int64_t m = 0; m < accum_; ++m) {
@@ -77,16 +131,30 @@ StepTotals DataParallel::forward_backward(Job& job, Rng& data, int64_t batch) {
     job.model_rng() = micro_batch_stream(model_step, k);
     const StepResult r = job.run(batch, data);
     Tensor loss = r.penalty.defined() ? add(r.loss, r.penalty) : r.loss;
-    mul_scalar(loss, 1.0 / double(K)).backward();
+    loss = mul_scalar(loss, 1.0 / double(K));
+    const bool last = m + 1 == accum_;
+    if (last && overlap) {
+      backward_overlapped(loss, m == 0);
+    } else {
+      if (last && order_ == ReduceOrder::Fast && uses_.empty()) {  // the first step: count each parameter's uses
+        set_leaf_grad_hook([&](const TensorImpl* leaf) {
+          const auto it = index_.find(leaf);
+          if (it != index_.end()) ++seen_[it->second];
+        });
+      }
+      loss.backward();
+      set_leaf_grad_hook(nullptr);
+      for (size_t i = 0; i < params_.size(); ++i) add_grad(i, m == 0);
+    }
     double* f = mine.data() + size_t(m) * kFields;
     f[0] = r.loss.item();
     f[1] = double(r.correct), f[2] = double(r.counted), f[3] = double(r.tokens), f[4] = double(r.edits),
     f[5] = double(r.labels);
-    add_grads(m == 0);
   }
   data = Rng(data_step.seed(), data_step.position() + 1);
   job.model_rng() = Rng(model_step.seed(), model_step.position() + 1);
-  reduce();
+  if (order_ == ReduceOrder::Fast && uses_.empty()) uses_ = seen_;
+  reduce(overlap);
   std::vector<double> all(mine.size() * size_t(comm_.size()));
   comm_.all_gather_bytes(mine.data(), mine.size() * sizeof(double), all.data());
   StepTotals t;

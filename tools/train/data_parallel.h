@@ -6,12 +6,19 @@
 //   exactly what micro-batch k of the one process draws. After the step both generators advance by one.
 // - Each micro-batch's loss is scaled by 1 / K (K = ranks * accum), and its gradients g_k are summed in order,
 //   ((g_0 + g_1) + g_2) + ..., in f32: --reduce exact sums over ranks in rank order (engine/comm.h), so the sum
-//   is the one process's. --reduce fast lets MPI choose the order (equal within rounding).
+//   is the one process's. --reduce fast lets MPI choose the order (equal within rounding) and overlaps the
+//   reduction with backward: the parameters, from the last, are cut into kBuckets buckets (about a layer each on
+//   the reference model) and a bucket's all-reduce starts as soon as the last use of its last parameter has added
+//   its gradient (engine/autograd.h set_leaf_grad_hook), while backward computes the layers below. How many
+//   gradients each parameter receives per backward is learned on the first step (reduced after backward); a later
+//   step whose graph uses a parameter a different number of times stops with an error, on every rank.
 // - Losses and counts are gathered and summed in micro-batch order; the gradient norm is computed on the summed
 //   gradients, the same on every rank.
 // A step of one micro-batch in one process (the default) does not come here: it runs as before, bit for bit.
 #pragma once
 #include <cstdint>
+#include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/comm.h"
@@ -41,8 +48,15 @@ class DataParallel {
   size_t bytes_per_step() const;
 
  private:
-  void add_grads(bool first);  // the parameters' .grad into sum_ (copied when `first`)
-  void reduce();               // sum_ over ranks, into the parameters' .grad
+  static constexpr size_t kBuckets = 8;
+  struct Bucket {
+    size_t first, last;  // parameters [first, last), sum_[offsets_[first], offsets_[last])
+    int waiting = 0;     // parameters of the bucket whose gradient is not complete yet
+  };
+  void add_grad(size_t i, bool first);  // parameter i's .grad into sum_ (copied when `first`)
+  void backward_overlapped(const Tensor& loss, bool first);  // --reduce fast after the first step
+  void launch(size_t b);
+  void reduce(bool reduced);  // sum_ over ranks (unless `reduced` already), into the parameters' .grad
 
   Communicator& comm_;
   std::vector<Tensor> params_;
@@ -51,6 +65,11 @@ class DataParallel {
   ReduceOrder order_;
   std::vector<float> sum_;
   std::vector<unsigned char> has_grad_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_;  // parameter -> bucket
+  std::unordered_map<const TensorImpl*, size_t> index_;  // parameter -> position in params_
+  std::vector<int> uses_, seen_;   // gradients added per backward: learned on the first step; this backward
+  std::vector<std::unique_ptr<PendingReduce>> in_flight_;
 };
 
 }  // namespace eng::jobs
