@@ -126,7 +126,9 @@ $(BUILD)/libengine.a: $(LIB_OBJ)
 $(BUILD)/%: $(BUILD)/obj/tools/%.o $(BUILD)/libengine.a
 	$(CXX) $< -Wl,--whole-archive $(BUILD)/libengine.a -Wl,--no-whole-archive $(LDFLAGS) -o $@
 
-$(BUILD)/bench: $(BUILD)/obj/tools/bench.o $(BENCH_OBJ) $(BUILD)/libengine.a
+# bench train times build/train's data-parallel step: it links those of train's objects.
+BENCH_TRAIN_OBJ := $(patsubst %,$(BUILD)/obj/tools/train/%.o,data_parallel optimizer_shard job)
+$(BUILD)/bench: $(BUILD)/obj/tools/bench.o $(BENCH_OBJ) $(BENCH_TRAIN_OBJ) $(BUILD)/libengine.a
 	$(CXX) $(filter %.o,$^) -Wl,--whole-archive $(BUILD)/libengine.a -Wl,--no-whole-archive $(LDFLAGS) -o $@
 
 $(BUILD)/train: $(BUILD)/obj/tools/train.o $(TRAIN_OBJ) $(BUILD)/libengine.a
@@ -178,7 +180,7 @@ $(MPI_OBJ): engine/mpi/comm_mpi.cpp
 	$(CXX) $(CXXFLAGS) $(MPI_COMPILE) -c $< -o $@
 $(BUILD)/mpi/train: $(BUILD)/obj/tools/train.o $(TRAIN_OBJ) $(MPI_OBJ) $(BUILD)/libengine.a
 	$(CXX) $(filter %.o,$^) $(LINK_LIB) -o $@
-$(BUILD)/mpi/bench: $(BUILD)/obj/tools/bench.o $(BENCH_OBJ) $(MPI_OBJ) $(BUILD)/libengine.a
+$(BUILD)/mpi/bench: $(BUILD)/obj/tools/bench.o $(BENCH_OBJ) $(BENCH_TRAIN_OBJ) $(MPI_OBJ) $(BUILD)/libengine.a
 	$(CXX) $(filter %.o,$^) $(LINK_LIB) -o $@
 $(BUILD)/mpi/comm_check: $(BUILD)/obj/tests/mpi/comm_check.o $(MPI_OBJ) $(BUILD)/libengine.a
 	$(CXX) $(filter %.o,$^) $(LINK_LIB) -o $@

@@ -1,5 +1,6 @@
 #include "tools/train/data_parallel.h"
 
+#include <chrono>
 #include <cstring>
 
 #include "engine/autograd.h"
@@ -7,6 +8,20 @@
 #include "ops/binary.h"
 
 namespace eng::jobs {
+namespace {
+
+// Adds the seconds of its lifetime to `total`.
+class Timed {
+ public:
+  explicit Timed(double& total) : total_(total), start_(std::chrono::steady_clock::now()) {}
+  ~Timed() { total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+
+ private:
+  double& total_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
 
 Rng micro_batch_stream(const Rng& step_stream, int64_t k) {
   // Philox of (position, seed + k * golden ratio) as the new seed: streams for different k or steps share nothing.
@@ -95,12 +110,14 @@ void DataParallel::backward_overlapped(const Tensor& loss, bool first) {
   for (size_t i = 0; i < params_.size(); ++i)
     ENG_CHECK(seen_[i] == uses_[i], "train: --reduce fast: parameter ", i, " received ", seen_[i], " gradients, ",
               uses_[i], " on the first step: its graph changed; use --reduce exact");
+  Timed timed(comm_seconds_);
   for (auto& r : in_flight_) r->wait();
   in_flight_.clear();
 }
 
 void DataParallel::reduce(bool reduced) {
   if (comm_.size() > 1) {
+    Timed timed(comm_seconds_);
     std::vector<unsigned char> all(has_grad_.size() * size_t(comm_.size()));
     comm_.all_gather_bytes(has_grad_.data(), has_grad_.size(), all.data());
     for (size_t r = 1; r < size_t(comm_.size()); ++r)
@@ -156,7 +173,10 @@ StepTotals DataParallel::forward_backward(Job& job, Rng& data, int64_t batch) {
   if (order_ == ReduceOrder::Fast && uses_.empty()) uses_ = seen_;
   reduce(overlap);
   std::vector<double> all(mine.size() * size_t(comm_.size()));
-  comm_.all_gather_bytes(mine.data(), mine.size() * sizeof(double), all.data());
+  {
+    Timed timed(comm_seconds_);
+    comm_.all_gather_bytes(mine.data(), mine.size() * sizeof(double), all.data());
+  }
   StepTotals t;
   for (int64_t k = 0; k < K; ++k) {
     const double* f = all.data() + size_t(k) * kFields;

@@ -44,8 +44,11 @@ class DataParallel {
   // This rank's micro-batches of one step, each of `batch` sequences, with keyed streams; leaves every parameter's
   // .grad the sum over all K micro-batches (undefined where no micro-batch on any rank gave one).
   StepTotals forward_backward(Job& job, Rng& data, int64_t batch);
-  // Bytes each rank sent for the gradients of the last step (for the benchmark).
+  // For the benchmark: the bytes each rank sends per step for the gradients (2 (N - 1) / N of them, what both the
+  // ordered reduce-scatter + all-gather and a ring all-reduce send), and the seconds spent so far waiting in
+  // collectives (gradients, then losses and counts).
   size_t bytes_per_step() const;
+  double comm_seconds() const { return comm_seconds_; }
 
  private:
   static constexpr size_t kBuckets = 8;
@@ -70,6 +73,7 @@ class DataParallel {
   std::unordered_map<const TensorImpl*, size_t> index_;  // parameter -> position in params_
   std::vector<int> uses_, seen_;   // gradients added per backward: learned on the first step; this backward
   std::vector<std::unique_ptr<PendingReduce>> in_flight_;
+  double comm_seconds_ = 0;
 };
 
 }  // namespace eng::jobs
