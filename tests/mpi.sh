@@ -100,6 +100,13 @@ timeout 60 mpirun --oversubscribe -np 1 -wdir "$dir/host_a" "$exe" "${text[@]}" 
 [ $? -ne 0 ] && grep -q -- "--data corpus.txt differs between rank 1 (.*) and rank 0" "$dir/data.out"
 check "ranks whose data files differ: refused, naming the flag" $?
 
+# A non-finite loss: the checks read the summed loss and gradients, the same on every rank, so every rank that
+# reports it names the same step, and the job ends instead of leaving a rank waiting.
+mpi 2 "${model[@]}" --batch 6 --optimizer sgd --lr 1e30 --clip 0 >"$dir/nan.out" 2>&1
+[ $? -ne 0 ] && grep -q "error: train: step [0-9]*: .*nan" "$dir/nan.out" &&
+  [ "$(grep -o 'error: train: step [0-9]*' "$dir/nan.out" | sort -u | wc -l)" -eq 1 ]
+check "a NaN stops the job, every rank at the same step" $?
+
 # A rank killed with SIGKILL ends the job within seconds (mpirun stops the others and says which rank died); the
 # last checkpoint is whole, and resuming from it reaches the weights of an uninterrupted run.
 long=("${model[@]}" --batch 6 --steps 150 --checkpoint-every 3 --log-every 1000)
