@@ -58,6 +58,7 @@ void OptimizerShard::set_piece_grads() {
 }
 
 void OptimizerShard::gather_parameters() {
+  for (auto& np : pieces_) np.second.zero_grad();  // views of the whole gradients: let them go with the parameters'
   flat_.resize(offsets_.back());
   for (size_t j = 0; j < pieces_.size(); ++j) {
     const Tensor& piece = pieces_[j].second;

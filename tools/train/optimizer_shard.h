@@ -27,7 +27,7 @@ class OptimizerShard {
   const NamedTensors& pieces() const { return pieces_; }
   // Before the local optimizer's step: each piece's gradient is its slice of the parameter's gradient.
   void set_piece_grads();
-  // After it: every rank's slice into every rank's parameters.
+  // After it: every rank's slice into every rank's parameters; the pieces' gradients are dropped.
   void gather_parameters();
   // A whole optimizer (made by `make` over every parameter) holding every rank's state of `local`: what a checkpoint
   // saves. Every rank must call it.
