@@ -175,6 +175,7 @@ ifeq ($(MPI),1)
   MPI_LINK := $(shell $(MPICXX) --showme:link)
   MPI_OBJ := $(BUILD)/mpi/obj/comm_mpi.o
   LINK_LIB := -Wl,--whole-archive $(BUILD)/libengine.a -Wl,--no-whole-archive $(LDFLAGS) $(MPI_LINK)
+all: $(BUILD)/mpi/train $(BUILD)/mpi/bench
 $(MPI_OBJ): engine/mpi/comm_mpi.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) $(MPI_COMPILE) -c $< -o $@
