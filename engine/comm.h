@@ -58,8 +58,8 @@ class Communicator {
   virtual void broadcast(float* data, size_t n, int root) = 0;
   virtual void broadcast_bytes(void* data, size_t n, int root) = 0;
   virtual void barrier() = 0;
-  // Ends every rank of the job with exit code `code` after `message` was printed by this one (a fault on one rank
-  // that the others cannot learn of through a collective). The single backend exits.
+  // Ends every rank of the job with exit code `code`, once this rank has printed why (a fault on one rank that the
+  // others cannot learn of through a collective). The single backend exits.
   [[noreturn]] virtual void abort(int code) = 0;
 };
 
