@@ -127,7 +127,7 @@ $(BUILD)/%: $(BUILD)/obj/tools/%.o $(BUILD)/libengine.a
 	$(CXX) $< -Wl,--whole-archive $(BUILD)/libengine.a -Wl,--no-whole-archive $(LDFLAGS) -o $@
 
 # bench train times build/train's data-parallel step: it links those of train's objects.
-BENCH_TRAIN_OBJ := $(patsubst %,$(BUILD)/obj/tools/train/%.o,data_parallel optimizer_shard job)
+BENCH_TRAIN_OBJ := $(patsubst %,$(BUILD)/obj/tools/train/%.o,data_parallel exact_norm optimizer_shard job)
 $(BUILD)/bench: $(BUILD)/obj/tools/bench.o $(BENCH_OBJ) $(BENCH_TRAIN_OBJ) $(BUILD)/libengine.a
 	$(CXX) $(filter %.o,$^) -Wl,--whole-archive $(BUILD)/libengine.a -Wl,--no-whole-archive $(LDFLAGS) -o $@
 

@@ -228,9 +228,11 @@ Training build(const TaskInfo& task, const TaskPlan& plan, const CommonFlags& f)
   if (f.training.shard_optimizer) t.shard = std::make_unique<OptimizerShard>(comm, named);
   t.optimizer = t.make_optimizer(t.shard ? t.shard->pieces() : named);
   t.schedule = parse_schedule(f.training.schedule, f.training.lr);
-  if (f.run.device == "cpu" && comm.size() * f.training.accum > 1)
+  if (f.run.device == "cpu" && comm.size() * f.training.accum > 1) {
     t.parallel = std::make_unique<DataParallel>(comm, t.params, f.training.accum,
                                                 f.training.reduce == "fast" ? ReduceOrder::Fast : ReduceOrder::Exact);
+    if (t.shard) t.parallel->shard_gradients();
+  }
   t.config.model = plan.model.to_map();
   t.config.task = plan.keys;
   t.config.task["name"] = task.name;
@@ -293,15 +295,21 @@ double forward_backward(Training& t, const TrainingFlags& f, TrainingLog& log, i
 
 // The update of step `step`, unless the step holds a non-finite quantity: then --on-nan stop fails and skip drops
 // the update. Returns whether it was applied.
-bool update(Training& t, const std::string& on_nan, TrainingLog& log, int64_t step, double step_loss) {
-  const std::string bad = first_nonfinite_of_step(step_loss, t.job->model());
+bool update(Training& t, const std::string& on_nan, TrainingLog& log, int64_t step, double step_loss,
+            double grad_norm) {
+  std::string bad = first_nonfinite_of_step(step_loss, t.job->model());
+  if (bad.empty() && !std::isfinite(grad_norm))  // sharded: no rank holds the whole gradients, all hold their norm
+    bad = std::string("the gradient norm is ") + (std::isnan(grad_norm) ? "nan" : "inf");
   if (!bad.empty()) {
     ENG_CHECK(on_nan == "skip", "train: step ", step, ": ", bad, "; stopped (the last checkpoint is kept; "
               "--detect-anomaly names the op, --on-nan skip drops such steps)");
     log.print("step " + std::to_string(step) + ": " + bad + "; update skipped");
     return false;
   }
-  if (t.shard) t.shard->set_piece_grads();
+  if (t.shard && t.parallel)
+    t.shard->set_piece_grads(t.parallel->sums(), t.parallel->has_grad());
+  else if (t.shard)
+    t.shard->set_piece_grads();
   t.optimizer->step();
   if (t.shard) t.shard->gather_parameters();
   const std::string broken = first_nonfinite_parameter(t.job->model());
@@ -328,10 +336,11 @@ Outcome train(Training& t, const CommonFlags& f, TrainingLog& log) {
     t.optimizer->set_lr(t.schedule->lr(o.step));
     for (const Tensor& p : t.params) p.zero_grad();
     const double step_loss = forward_backward(t, tf, log, o.step);
-    const double grad_norm = clip_grad_norm(t.params, tf.clip > 0 ? tf.clip : INFINITY);
+    const double max_norm = tf.clip > 0 ? tf.clip : INFINITY;
+    const double grad_norm = t.parallel ? t.parallel->finish(max_norm) : clip_grad_norm(t.params, max_norm);
     const int64_t step = ++o.step;
     const bool last = step == tf.steps || (tf.max_minutes > 0 && log.elapsed_seconds() >= 60 * tf.max_minutes);
-    if (!update(t, rf.on_nan, log, step, step_loss)) ++o.skipped;
+    if (!update(t, rf.on_nan, log, step, step_loss, grad_norm)) ++o.skipped;
     if (step % rf.log_every == 0 || last) log.train_row(step, t.optimizer->lr(), grad_norm);
     if ((rf.eval_every > 0 && step % rf.eval_every == 0) || last) {
       unsigned char reached = 0;  // rank 0 evaluates, and tells the others whether the target is reached

@@ -98,13 +98,15 @@ int bench_data_parallel(LanguageModel& model, int64_t batch, int64_t seq, int64_
   std::unique_ptr<jobs::OptimizerShard> sharded = shard ? std::make_unique<jobs::OptimizerShard>(comm, named) : nullptr;
   Adam opt(sharded ? sharded->pieces() : named, 1e-4);
   jobs::DataParallel dp(comm, params, 1, fast ? ReduceOrder::Fast : ReduceOrder::Exact);
+  if (sharded) dp.shard_gradients();
   RandomTokensJob job(model, seq);
   Rng data(1);
   double gather_s = 0;
   auto step = [&] {
     for (Tensor& p : params) p.zero_grad();
     dp.forward_backward(job, data, batch / comm.size());
-    if (sharded) sharded->set_piece_grads();
+    dp.finish(INFINITY);
+    if (sharded) sharded->set_piece_grads(dp.sums(), dp.has_grad());
     opt.step();
     if (!sharded) return;
     const auto t0 = std::chrono::steady_clock::now();

@@ -1,11 +1,14 @@
 #include "tools/train/data_parallel.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "ops/binary.h"
+#include "engine/exact_norm.h"
 
 namespace eng::jobs {
 namespace {
@@ -115,15 +118,49 @@ void DataParallel::backward_overlapped(const Tensor& loss, bool first) {
   in_flight_.clear();
 }
 
+void DataParallel::shard_gradients() {
+  sharded_ = true;
+  slices_ = even_slices(sum_.size(), comm_.size());
+}
+
 void DataParallel::reduce(bool reduced) {
-  if (comm_.size() > 1) {
-    Timed timed(comm_seconds_);
-    std::vector<unsigned char> all(has_grad_.size() * size_t(comm_.size()));
-    comm_.all_gather_bytes(has_grad_.data(), has_grad_.size(), all.data());
-    for (size_t r = 1; r < size_t(comm_.size()); ++r)
-      for (size_t i = 0; i < has_grad_.size(); ++i) has_grad_[i] |= all[r * has_grad_.size() + i];
-    if (!reduced) comm_.all_reduce_sum(sum_.data(), sum_.size(), order_);
+  if (comm_.size() == 1) return;
+  Timed timed(comm_seconds_);
+  std::vector<unsigned char> all(has_grad_.size() * size_t(comm_.size()));
+  comm_.all_gather_bytes(has_grad_.data(), has_grad_.size(), all.data());
+  for (size_t r = 1; r < size_t(comm_.size()); ++r)
+    for (size_t i = 0; i < has_grad_.size(); ++i) has_grad_[i] |= all[r * has_grad_.size() + i];
+  if (reduced) return;
+  if (!sharded_ || order_ == ReduceOrder::Fast) {
+    comm_.all_reduce_sum(sum_.data(), sum_.size(), order_);
+    return;
   }
+  const size_t lo = slices_[size_t(comm_.rank())], hi = slices_[size_t(comm_.rank()) + 1];
+  std::vector<float> mine(hi - lo);
+  comm_.reduce_scatter_sum(sum_.data(), mine.data(), slices_);
+  std::copy(mine.begin(), mine.end(), sum_.begin() + int64_t(lo));
+}
+
+double DataParallel::finish(double max_norm) {
+  const size_t lo = sharded_ ? slices_[size_t(comm_.rank())] : 0, hi = sharded_ ? slices_[size_t(comm_.rank()) + 1]
+                                                                                : sum_.size();
+  ExactSquares squares;
+  squares.add(sum_.data() + lo, hi - lo);
+  if (sharded_ && comm_.size() > 1) {
+    std::vector<ExactSquares> all(size_t(comm_.size()));
+    {
+      Timed timed(comm_seconds_);
+      comm_.all_gather_bytes(&squares, sizeof squares, all.data());
+    }
+    squares = ExactSquares();
+    for (const ExactSquares& part : all) squares.merge(part);
+  }
+  const double norm = std::sqrt(squares.value());
+  if (std::isfinite(norm) && norm > max_norm) {
+    const double c = max_norm / (norm + 1e-6);
+    for (size_t j = lo; j < hi; ++j) sum_[j] = float(double(sum_[j]) * c);
+  }
+  if (sharded_) return norm;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!has_grad_[i]) {
       params_[i].zero_grad();
@@ -133,6 +170,7 @@ void DataParallel::reduce(bool reduced) {
     std::memcpy(g.data<float>(), sum_.data() + offsets_[i], (offsets_[i + 1] - offsets_[i]) * sizeof(float));
     params_[i].set_grad(g);
   }
+  return norm;
 }
 
 StepTotals DataParallel::forward_backward(Job& job, Rng& data, int64_t batch) {
@@ -171,6 +209,8 @@ StepTotals DataParallel::forward_backward(Job& job, Rng& data, int64_t batch) {
   data = Rng(data_step.seed(), data_step.position() + 1);
   job.model_rng() = Rng(model_step.seed(), model_step.position() + 1);
   if (order_ == ReduceOrder::Fast && uses_.empty()) uses_ = seen_;
+  if (sharded_)  // the shard reads sums(): the whole gradients need not outlive backward
+    for (Tensor& p : params_) p.zero_grad();
   reduce(overlap);
   std::vector<double> all(mine.size() * size_t(comm_.size()));
   {
@@ -189,7 +229,8 @@ StepTotals DataParallel::forward_backward(Job& job, Rng& data, int64_t batch) {
 
 size_t DataParallel::bytes_per_step() const {
   const size_t n = size_t(comm_.size());
-  return n == 1 ? 0 : 2 * (n - 1) * sum_.size() * sizeof(float) / n;
+  const size_t halves = sharded_ && order_ == ReduceOrder::Exact ? 1 : 2;  // reduce-scatter (+ all-gather)
+  return n == 1 ? 0 : halves * (n - 1) * sum_.size() * sizeof(float) / n;
 }
 
 }  // namespace eng::jobs

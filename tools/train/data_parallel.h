@@ -12,8 +12,8 @@
 //   its gradient (engine/autograd.h set_leaf_grad_hook), while backward computes the layers below. How many
 //   gradients each parameter receives per backward is learned on the first step (reduced after backward); a later
 //   step whose graph uses a parameter a different number of times stops with an error, on every rank.
-// - Losses and counts are gathered and summed in micro-batch order; the gradient norm is computed on the summed
-//   gradients, the same on every rank.
+// - Losses and counts are gathered and summed in micro-batch order; the gradient norm of the summed gradients is
+//   computed exactly (engine/exact_norm.h), so that it has the same bits on every rank, sharded or not.
 // A step of one micro-batch in one process (the default) does not come here: it runs as before, bit for bit.
 #pragma once
 #include <cstdint>
@@ -41,9 +41,18 @@ class DataParallel {
   // Parameters must be f32 on the cpu. `accum` micro-batches per rank and step.
   DataParallel(Communicator& comm, std::vector<Tensor> params, int64_t accum, ReduceOrder order);
   int64_t micro_batches() const { return int64_t(comm_.size()) * accum_; }  // K
-  // This rank's micro-batches of one step, each of `batch` sequences, with keyed streams; leaves every parameter's
-  // .grad the sum over all K micro-batches (undefined where no micro-batch on any rank gave one).
+  // --shard-optimizer (optimizer_shard.h): exact sums are reduce-scattered, each rank receiving only its slice of
+  // the flat gradients (even_slices over the ranks), and no parameter's .grad is set: the shard reads sums().
+  void shard_gradients();
+  // This rank's micro-batches of one step, each of `batch` sequences, with keyed streams, and the sum of their
+  // gradients over all K micro-batches and every rank.
   StepTotals forward_backward(Job& job, Rng& data, int64_t batch);
+  // Then: the global norm of the summed gradients, which are scaled by max_norm / (norm + 1e-6) when the norm is
+  // finite and above max_norm (as clip_grad_norm), and, unsharded, set as every parameter's .grad (undefined where no
+  // micro-batch on any rank gave one). Returns the norm before clipping.
+  double finish(double max_norm);
+  const float* sums() const { return sum_.data(); }  // flat, in params order; sharded, this rank's slice is summed
+  const std::vector<unsigned char>& has_grad() const { return has_grad_; }
   // For the benchmark: the bytes each rank sends per step for the gradients (2 (N - 1) / N of them, what both the
   // ordered reduce-scatter + all-gather and a ring all-reduce send), and the seconds spent so far waiting in
   // collectives (gradients, then losses and counts).
@@ -59,7 +68,7 @@ class DataParallel {
   void add_grad(size_t i, bool first);  // parameter i's .grad into sum_ (copied when `first`)
   void backward_overlapped(const Tensor& loss, bool first);  // --reduce fast after the first step
   void launch(size_t b);
-  void reduce(bool reduced);  // sum_ over ranks (unless `reduced` already), into the parameters' .grad
+  void reduce(bool reduced);  // sum_ over ranks (unless `reduced` already)
 
   Communicator& comm_;
   std::vector<Tensor> params_;
@@ -74,6 +83,8 @@ class DataParallel {
   std::vector<int> uses_, seen_;   // gradients added per backward: learned on the first step; this backward
   std::vector<std::unique_ptr<PendingReduce>> in_flight_;
   double comm_seconds_ = 0;
+  bool sharded_ = false;
+  std::vector<size_t> slices_;  // sharded: rank r sums [slices_[r], slices_[r+1])
 };
 
 }  // namespace eng::jobs

@@ -57,6 +57,20 @@ void OptimizerShard::set_piece_grads() {
   }
 }
 
+void OptimizerShard::set_piece_grads(const float* flat, const std::vector<unsigned char>& has_grad) {
+  for (size_t j = 0; j < pieces_.size(); ++j) {
+    Tensor& piece = pieces_[j].second;
+    const size_t i = piece_param_[j];
+    if (!has_grad[i]) {
+      piece.zero_grad();
+      continue;
+    }
+    Tensor g = empty(piece.shape(), DType::F32);
+    std::memcpy(g.data<float>(), flat + offsets_[i] + size_t(piece_start_[j]), size_t(piece.numel()) * sizeof(float));
+    piece.set_grad(g);
+  }
+}
+
 void OptimizerShard::gather_parameters() {
   for (auto& np : pieces_) np.second.zero_grad();  // views of the whole gradients: let them go with the parameters'
   flat_.resize(offsets_.back());

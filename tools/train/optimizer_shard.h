@@ -3,10 +3,11 @@
 // over its slice only, as 1-D views ("pieces") of the parameters it overlaps, so it holds 1/N of the moments
 // (Adam's m and v, SGD's momentum). Each step every rank sets its pieces' gradients from the summed gradient,
 // updates them in place, and the slices are all-gathered into every rank's parameters.
-// The update is element-wise and each piece keeps its parameter's name and step counter, so the weights are the
-// unsharded run's bit for bit. Gradients are still all-reduced whole (not only reduce-scattered): clipping by the
-// global norm and the non-finite check then read the same sums as unsharded, at the price of the gradient's
-// all-gather half. Checkpoints hold the whole state (gathered), in the one-process format.
+// Over several ranks (data_parallel.h) the gradients are reduce-scattered: each rank receives the sums of its slice
+// only, clips them by the global norm (computed exactly from every rank's slice, so it has the unsharded bits), and
+// the non-finite check reads that norm. The update is element-wise and each piece keeps its parameter's name and
+// step counter, so the weights are the unsharded run's bit for bit. Checkpoints hold the whole state (gathered), in
+// the one-process format.
 #pragma once
 #include <functional>
 #include <memory>
@@ -25,8 +26,10 @@ class OptimizerShard {
   OptimizerShard(Communicator& comm, NamedTensors params);
   // This rank's pieces, for the factory that makes its optimizer.
   const NamedTensors& pieces() const { return pieces_; }
-  // Before the local optimizer's step: each piece's gradient is its slice of the parameter's gradient.
+  // Before the local optimizer's step: each piece's gradient is its slice of the parameter's gradient (one process),
+  // or of the flat summed gradients `flat` (data_parallel.h sums(): this rank's slice; none where !has_grad).
   void set_piece_grads();
+  void set_piece_grads(const float* flat, const std::vector<unsigned char>& has_grad);
   // After it: every rank's slice into every rank's parameters; the pieces' gradients are dropped.
   void gather_parameters();
   // A whole optimizer (made by `make` over every parameter) holding every rank's state of `local`: what a checkpoint
