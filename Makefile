@@ -8,6 +8,7 @@
 # make fuzz            libFuzzer targets, FUZZ_SECONDS each (build-fuzz/; needs clang)
 # make CUDA=1          with the CUDA backend (build-cuda/; nvcc from CUDA_HOME, CUDA_ARCH=90; docs/cuda.md)
 # make CUDA=1 cuda-compile   only the CUDA sources and their test file (what CI checks: it has no GPU)
+# make MPI=1 test-mpi  data-parallel training over Open MPI (build/mpi/; docs/distributed.md)
 # Each variant has its own directory, so switching never mixes objects.
 
 CXX ?= g++
@@ -125,7 +126,9 @@ $(BUILD)/libengine.a: $(LIB_OBJ)
 $(BUILD)/%: $(BUILD)/obj/tools/%.o $(BUILD)/libengine.a
 	$(CXX) $< -Wl,--whole-archive $(BUILD)/libengine.a -Wl,--no-whole-archive $(LDFLAGS) -o $@
 
-$(BUILD)/bench: $(BUILD)/obj/tools/bench.o $(BENCH_OBJ) $(BUILD)/libengine.a
+# bench train times build/train's data-parallel step: it links those of train's objects.
+BENCH_TRAIN_OBJ := $(patsubst %,$(BUILD)/obj/tools/train/%.o,data_parallel exact_norm optimizer_shard job)
+$(BUILD)/bench: $(BUILD)/obj/tools/bench.o $(BENCH_OBJ) $(BENCH_TRAIN_OBJ) $(BUILD)/libengine.a
 	$(CXX) $(filter %.o,$^) -Wl,--whole-archive $(BUILD)/libengine.a -Wl,--no-whole-archive $(LDFLAGS) -o $@
 
 $(BUILD)/train: $(BUILD)/obj/tools/train.o $(TRAIN_OBJ) $(BUILD)/libengine.a
@@ -159,6 +162,36 @@ test-scalar: $(BUILD)/run_tests
 
 clean:
 	rm -rf build build-*
+
+# MPI=1 (docs/distributed.md): the library and the tools' objects stay those of the default build; only the Open MPI
+# backend (engine/mpi/comm_mpi.cpp) is compiled with mpicxx's flags (its headers as system headers, outside
+# -Werror), and train, bench and the collectives' check are linked with it into $(BUILD)/mpi/.
+ifeq ($(MPI),1)
+  MPICXX ?= mpicxx
+  ifeq ($(shell command -v $(MPICXX) 2>/dev/null),)
+    $(error MPI=1 needs $(MPICXX): apt-get install -y openmpi-bin libopenmpi-dev)
+  endif
+  MPI_COMPILE := $(patsubst -I%,-isystem %,$(shell $(MPICXX) --showme:compile))
+  MPI_LINK := $(shell $(MPICXX) --showme:link)
+  MPI_OBJ := $(BUILD)/mpi/obj/comm_mpi.o
+  LINK_LIB := -Wl,--whole-archive $(BUILD)/libengine.a -Wl,--no-whole-archive $(LDFLAGS) $(MPI_LINK)
+all: $(BUILD)/mpi/train $(BUILD)/mpi/bench
+$(MPI_OBJ): engine/mpi/comm_mpi.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) $(MPI_COMPILE) -c $< -o $@
+$(BUILD)/mpi/train: $(BUILD)/obj/tools/train.o $(TRAIN_OBJ) $(MPI_OBJ) $(BUILD)/libengine.a
+	$(CXX) $(filter %.o,$^) $(LINK_LIB) -o $@
+$(BUILD)/mpi/bench: $(BUILD)/obj/tools/bench.o $(BENCH_OBJ) $(BENCH_TRAIN_OBJ) $(MPI_OBJ) $(BUILD)/libengine.a
+	$(CXX) $(filter %.o,$^) $(LINK_LIB) -o $@
+$(BUILD)/mpi/comm_check: $(BUILD)/obj/tests/mpi/comm_check.o $(MPI_OBJ) $(BUILD)/libengine.a
+	$(CXX) $(filter %.o,$^) $(LINK_LIB) -o $@
+$(BUILD)/mpi/checkpoint_close: $(BUILD)/obj/tests/mpi/checkpoint_close.o $(BUILD)/libengine.a
+	$(CXX) $< $(BUILD)/libengine.a $(LDFLAGS) -o $@
+-include $(MPI_OBJ:.o=.d) $(BUILD)/obj/tests/mpi/comm_check.d $(BUILD)/obj/tests/mpi/checkpoint_close.d
+.PHONY: test-mpi
+test-mpi: $(BUILD)/mpi/train $(BUILD)/mpi/bench $(BUILD)/mpi/comm_check $(BUILD)/mpi/checkpoint_close $(BUILD)/train
+	cd $(CURDIR) && bash tests/mpi.sh $(BUILD)
+endif
 
 -include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(TRAIN_OBJ:.o=.d) $(TOOL_BIN:$(BUILD)/%=$(BUILD)/obj/tools/%.d)
 

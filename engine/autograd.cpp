@@ -139,6 +139,15 @@ Tensor record(Tensor out, const char* op, std::vector<Tensor> inputs, BackwardFn
   return out;
 }
 
+namespace {
+std::function<void(const TensorImpl*)>& leaf_grad_hook() {
+  static std::function<void(const TensorImpl*)> hook;
+  return hook;
+}
+}  // namespace
+
+void set_leaf_grad_hook(std::function<void(const TensorImpl*)> hook) { leaf_grad_hook() = std::move(hook); }
+
 void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {
   ENG_CHECK(root.requires_grad(), "backward: tensor of shape ", root.shape(),
             " does not require grad (no input of the computation had requires_grad set)");
@@ -159,6 +168,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
     } else {
       add_into(Tensor(leaf->grad), g);
     }
+    if (leaf_grad_hook()) leaf_grad_hook()(leaf);
   };
 
   for (Tensor& handle : order) {

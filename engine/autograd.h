@@ -37,6 +37,11 @@ struct Node {
 
 bool grad_enabled();
 
+// Called after every gradient backward() adds into a leaf's .grad, with the leaf: data-parallel training
+// (tools/train/data_parallel.h) starts reducing a parameter's gradient once its last use has added to it, while
+// backward goes on. One hook at a time (main thread); an empty function removes it.
+void set_leaf_grad_hook(std::function<void(const TensorImpl*)> hook);
+
 // Turns recording off for its lifetime (inference, optimizer updates).
 class NoGradGuard {
  public:

@@ -15,6 +15,7 @@
 #include "engine/anomaly.h"
 #include "engine/autograd.h"
 #include "engine/cli.h"
+#include "engine/comm.h"
 #include "engine/cuda.h"
 #include "engine/error.h"
 #include "engine/optim.h"
@@ -25,11 +26,14 @@
 #include "ops/binary.h"
 #include "ops/mixed_precision.h"
 #include "tools/train/common_flags.h"
+#include "tools/train/data_parallel.h"
 #include "tools/train/evaluation.h"
 #include "tools/train/job.h"
 #include "tools/train/memory_estimate.h"
 #include "tools/train/init_weights.h"
 #include "tools/train/nonfinite_checks.h"
+#include "tools/train/optimizer_shard.h"
+#include "tools/train/rank_agreement.h"
 #include "tools/train/run_checkpoint.h"
 #include "tools/train/run_files.h"
 #include "tools/train/task.h"
@@ -144,10 +148,29 @@ void apply_run_flags(const RunFlags& r) {
   set_detect_anomaly(r.detect_anomaly);
 }
 
+// Under mpirun (docs/distributed.md): the flags a job of several ranks refuses, and --batch, the global batch, becomes
+// this rank's share from here on. Ranks other than 0 print nothing on stdout: the figures are rank 0's, global.
+void split_batch(Communicator& comm, const CommonFlags& f) {
+  const TrainingFlags& tf = f.training;
+  ENG_CHECK(tf.reduce == "exact" || tf.reduce == "fast", "train: --reduce must be exact or fast, got '", tf.reduce,
+            "'");
+  if (comm.size() == 1) return;
+  ENG_CHECK(tf.batch % comm.size() == 0, "train: --batch ", tf.batch, " does not split over ", comm.size(),
+            " ranks: give a multiple of ", comm.size(), " (--batch is the global batch, each rank takes --batch / ",
+            comm.size(), ")");
+  ENG_CHECK(f.run.device == "cpu", "train: several ranks train on the cpu only (a CUDA path would stage gradients "
+            "through the host; docs/distributed.md)");
+  tf.batch /= comm.size();
+  if (comm.rank() != 0) ENG_CHECK(std::freopen("/dev/null", "w", stdout), "train: rank ", comm.rank(),
+                                  " cannot silence its output");
+}
+
 // The files first, before any data is loaded: a run that cannot write its results stops now, not after training.
-RunFiles check_files(const RunFlags& r, const TaskFlags& task) {
+// Under mpirun rank 0 alone writes, so it alone claims the outputs.
+RunFiles check_files(const RunFlags& r, const TaskFlags& task, bool writes) {
   std::vector<FlagPath> outputs{{"checkpoint", r.checkpoint}, {"log", r.log}}, inputs = task.inputs();
   for (const FlagPath& out : task.outputs()) outputs.push_back(out);
+  if (!writes) outputs.clear();
   inputs.push_back({"resume", r.resume});
   inputs.push_back({"init", r.init});
   ENG_CHECK(r.init.empty() || r.resume.empty(), "train: --init starts a new run from a checkpoint's weights, --resume "
@@ -180,6 +203,10 @@ struct Training {
   RunConfig config;
   Rng data;
   int64_t start = 0;
+  std::unique_ptr<DataParallel> parallel;  // steps of several micro-batches (--accum above 1 or several ranks)
+  std::vector<Tensor> params;              // the model's, in the optimizer's order
+  OptimizerFactory make_optimizer;         // an optimizer of the run's kind over given parameters
+  std::unique_ptr<OptimizerShard> shard;   // --shard-optimizer: `optimizer` holds this rank's slice only
 };
 
 Training build(const TaskInfo& task, const TaskPlan& plan, const CommonFlags& f) {
@@ -191,29 +218,55 @@ Training build(const TaskInfo& task, const TaskPlan& plan, const CommonFlags& f)
                    !f.run.checkpoint.empty() || !f.run.resume.empty() || !f.run.init.empty());
     t.job->model().to(Device::CUDA);  // before the optimizer, whose state is made where the parameters are
   }
-  t.optimizer = make_optimizer(f.training.optimizer, t.job->model().named_parameters(), f.training.lr,
-                               f.training.weight_decay);
+  t.make_optimizer = [&tf = f.training](NamedTensors p) {
+    return make_optimizer(tf.optimizer, std::move(p), tf.lr, tf.weight_decay);
+  };
+  const NamedTensors named = t.job->model().named_parameters();
+  for (const auto& np : named) t.params.push_back(np.second);
+  Communicator& comm = world();
+  ENG_CHECK(!f.training.shard_optimizer || f.run.device == "cpu", "train: --shard-optimizer runs on the cpu only");
+  if (f.training.shard_optimizer) t.shard = std::make_unique<OptimizerShard>(comm, named);
+  t.optimizer = t.make_optimizer(t.shard ? t.shard->pieces() : named);
   t.schedule = parse_schedule(f.training.schedule, f.training.lr);
+  if (f.run.device == "cpu" && comm.size() * f.training.accum > 1) {
+    t.parallel = std::make_unique<DataParallel>(comm, t.params, f.training.accum,
+                                                f.training.reduce == "fast" ? ReduceOrder::Fast : ReduceOrder::Exact);
+    if (t.shard) t.parallel->shard_gradients();
+  }
   t.config.model = plan.model.to_map();
   t.config.task = plan.keys;
   t.config.task["name"] = task.name;
   t.data = Rng(uint64_t(f.training.seed) * 7919 + 17);
   if (!f.run.resume.empty()) {
-    t.start = resume_run(f.run.resume, *t.job, *t.optimizer, t.config, t.data, f.training.steps);
+    if (t.shard) {  // the checkpoint holds the whole state: this rank keeps its slice
+      const std::unique_ptr<Optimizer> whole = t.make_optimizer(named);
+      t.start = resume_run(f.run.resume, *t.job, *whole, t.config, t.data, f.training.steps);
+      t.shard->scatter_state(*whole, *t.optimizer);
+    } else {
+      t.start = resume_run(f.run.resume, *t.job, *t.optimizer, t.config, t.data, f.training.steps);
+    }
     std::printf("resumed from %s at step %lld\n", f.run.resume.c_str(), (long long)t.start);
   }
   if (!f.run.init.empty()) {
     init_weights(f.run.init, t.job->model(), t.config);
     std::printf("model weights from %s\n", f.run.init.c_str());
   }
-  std::printf("task %s, %lld parameters, attention %s, %s, %s, %d threads\n", task.name.c_str(),
+  check_same_weights(comm, t.job->model());
+  const std::string ranks = comm.size() > 1 ? ", " + std::to_string(comm.size()) + " ranks (" + f.training.reduce +
+                                                  (f.training.shard_optimizer ? ", sharded optimizer)" : ")")
+                                            : "";
+  std::printf("task %s, %lld parameters, attention %s, %s, %s, %d threads%s\n", task.name.c_str(),
               (long long)t.job->model().num_parameters(), plan.model.attention.c_str(), f.training.optimizer.c_str(),
-              f.training.precision.c_str(), num_threads());
+              f.training.precision.c_str(), num_threads(), ranks.c_str());
   return t;
 }
 
+// Rank 0 writes the checkpoint (the ranks hold the same weights; a sharded state is gathered first, by all).
 void save(Training& t, const RunFlags& r, int64_t step) {
-  if (!r.checkpoint.empty()) save_run_checkpoint(r.checkpoint, *t.job, *t.optimizer, t.config, step, t.data);
+  if (r.checkpoint.empty()) return;
+  const std::unique_ptr<Optimizer> whole = t.shard ? t.shard->gather_state(*t.optimizer, t.make_optimizer) : nullptr;
+  if (world().rank() == 0)
+    save_run_checkpoint(r.checkpoint, *t.job, whole ? *whole : *t.optimizer, t.config, step, t.data);
 }
 
 // One step's forward and backward passes over --accum micro-batches; returns the step's loss (an attention
@@ -221,6 +274,11 @@ void save(Training& t, const RunFlags& r, int64_t step) {
 double forward_backward(Training& t, const TrainingFlags& f, TrainingLog& log, int64_t step) {
   double step_loss = 0;
   try {
+    if (t.parallel) {
+      const StepTotals totals = t.parallel->forward_backward(*t.job, t.data, f.batch);
+      log.count(totals.counts);
+      return totals.loss;
+    }
     for (int64_t m = 0; m < f.accum; ++m) {
       StepResult r = t.job->run(f.batch, t.data);
       Tensor loss = r.penalty.defined() ? add(r.loss, r.penalty) : r.loss;
@@ -237,15 +295,23 @@ double forward_backward(Training& t, const TrainingFlags& f, TrainingLog& log, i
 
 // The update of step `step`, unless the step holds a non-finite quantity: then --on-nan stop fails and skip drops
 // the update. Returns whether it was applied.
-bool update(Training& t, const std::string& on_nan, TrainingLog& log, int64_t step, double step_loss) {
-  const std::string bad = first_nonfinite_of_step(step_loss, t.job->model());
+bool update(Training& t, const std::string& on_nan, TrainingLog& log, int64_t step, double step_loss,
+            double grad_norm) {
+  std::string bad = first_nonfinite_of_step(step_loss, t.job->model());
+  if (bad.empty() && !std::isfinite(grad_norm))  // sharded: no rank holds the whole gradients, all hold their norm
+    bad = std::string("the gradient norm is ") + (std::isnan(grad_norm) ? "nan" : "inf");
   if (!bad.empty()) {
     ENG_CHECK(on_nan == "skip", "train: step ", step, ": ", bad, "; stopped (the last checkpoint is kept; "
               "--detect-anomaly names the op, --on-nan skip drops such steps)");
     log.print("step " + std::to_string(step) + ": " + bad + "; update skipped");
     return false;
   }
+  if (t.shard && t.parallel)
+    t.shard->set_piece_grads(t.parallel->sums(), t.parallel->has_grad());
+  else if (t.shard)
+    t.shard->set_piece_grads();
   t.optimizer->step();
+  if (t.shard) t.shard->gather_parameters();
   const std::string broken = first_nonfinite_parameter(t.job->model());
   ENG_CHECK(broken.empty(), "train: step ", step, ": the update made ", broken, " (learning rate ",
             t.optimizer->lr(), " too large?); stopped, the last checkpoint is kept");
@@ -268,17 +334,23 @@ Outcome train(Training& t, const CommonFlags& f, TrainingLog& log) {
   t.job->model().train();
   while (o.step < tf.steps) {
     t.optimizer->set_lr(t.schedule->lr(o.step));
-    t.optimizer->zero_grad();
+    for (const Tensor& p : t.params) p.zero_grad();
     const double step_loss = forward_backward(t, tf, log, o.step);
-    const double grad_norm = clip_grad_norm(t.optimizer->params(), tf.clip > 0 ? tf.clip : INFINITY);
+    const double max_norm = tf.clip > 0 ? tf.clip : INFINITY;
+    const double grad_norm = t.parallel ? t.parallel->finish(max_norm) : clip_grad_norm(t.params, max_norm);
     const int64_t step = ++o.step;
     const bool last = step == tf.steps || (tf.max_minutes > 0 && log.elapsed_seconds() >= 60 * tf.max_minutes);
-    if (!update(t, rf.on_nan, log, step, step_loss)) ++o.skipped;
+    if (!update(t, rf.on_nan, log, step, step_loss, grad_norm)) ++o.skipped;
     if (step % rf.log_every == 0 || last) log.train_row(step, t.optimizer->lr(), grad_norm);
     if ((rf.eval_every > 0 && step % rf.eval_every == 0) || last) {
-      o.eval = evaluate(*t.job, rf.eval_batches, tf.batch, eval_seed);
-      log.eval_row(step, o.eval, *t.job, t.optimizer->lr());
-      if (rf.target_accuracy > 0 && o.eval.accuracy >= rf.target_accuracy) {
+      unsigned char reached = 0;  // rank 0 evaluates, and tells the others whether the target is reached
+      if (world().rank() == 0) {
+        o.eval = evaluate(*t.job, rf.eval_batches, tf.batch, eval_seed);
+        log.eval_row(step, o.eval, *t.job, t.optimizer->lr());
+        reached = rf.target_accuracy > 0 && o.eval.accuracy >= rf.target_accuracy;
+      }
+      world().broadcast_bytes(&reached, 1, 0);
+      if (reached) {
         std::printf("reached target accuracy %.2f%% at step %lld\n", 100 * rf.target_accuracy, (long long)step);
         save(t, rf, step);
         break;
@@ -292,6 +364,7 @@ Outcome train(Training& t, const CommonFlags& f, TrainingLog& log) {
 
 // The figures on one line, then what the job adds (a sample starts on a line of its own).
 void report(Job& job, const Outcome& o, TrainingLog& log, int64_t batch) {
+  if (world().rank() != 0) return;
   char wall[48];
   std::snprintf(wall, sizeof wall, ", wall %.1f s", log.elapsed_seconds());
   log.print("final: step " + std::to_string(o.step) + wall +
@@ -311,14 +384,22 @@ int run(int argc, char** argv) {
   const std::unique_ptr<TaskFlags> task_flags = task.declare(cli);
   if (!parse(cli, argc, argv, task, task_flag)) return 0;
   apply_run_flags(f.run);
+  Communicator& comm = world();
+  split_batch(comm, f);
   const GemmPrecision precision = parse_precision(f.training.precision, "train: --precision");
   ENG_CHECK(precision == GemmPrecision::F32 || f.run.device == "cpu", "train: --precision bf16 runs on the cpu only");
   const TransformerConfig model = f.model.config(uint64_t(f.training.seed));
-  const RunFiles files = check_files(f.run, *task_flags);
+  const RunFiles files = check_files(f.run, *task_flags, comm.rank() == 0);
+  std::vector<FlagPath> inputs = task_flags->inputs();
+  inputs.push_back({"resume", f.run.resume});
+  inputs.push_back({"init", f.run.init});
+  check_ranks_agree(comm, argc, argv, inputs);
   const TaskPlan plan = task_flags->plan({model, f.model.layers, !f.run.resume.empty()});
+  ENG_CHECK(plan.model.mem_len == 0 || comm.size() == 1, "train: --mem-len reads consecutive streams and does not "
+            "split over ranks; run it in one process");
   limit_memory(plan, f);
   Training t = build(task, plan, f);
-  TrainingLog log(f.run.log, t.job->decodes_labels(), t.start, f.training.steps);
+  TrainingLog log(comm.rank() == 0 ? f.run.log : "", t.job->decodes_labels(), t.start, f.training.steps);
   const PrecisionScope scope(precision);  // the steps, evaluations and the final report alike
   report(*t.job, train(t, f, log), log, f.training.batch);
   return 0;
@@ -334,6 +415,9 @@ int main(int argc, char** argv) {
                  join_names(task_names(), " or ").c_str());
     return 2;
   }
-  return tool_main([&] { return run(argc, argv); },
-                   "train: out of memory (lower --batch, the sequence length or the model's size)");
+  const int status = tool_main([&] { return run(argc, argv); },
+                               "train: out of memory (lower --batch, the sequence length or the model's size)");
+  // A rank that fails alone (a file missing on its host) must not leave the others waiting in a collective.
+  if (status != 0 && world().size() > 1) world().abort(status);
+  return status;
 }

@@ -2,6 +2,9 @@
 //   4-layer decoder-only, d_model 256, 8 heads, FFN 1024, vocab 256, batch 16 x 256, Adam.
 // With --vs-torch it also runs the same step in PyTorch (tools/reference/train_step_torch.py, which needs
 // python3-torch; nothing else in the build does) right after ours, and prints the ratio.
+// Under mpirun (build/mpi/bench, make MPI=1) it times build/train's data-parallel step (tools/train/data_parallel.h)
+// with --batch split over the ranks: tokens/s of the whole job, the time per step spent waiting in collectives, the
+// bytes each rank sends, and each rank's peak tensor memory and optimizer state (--shard-optimizer: ZeRO-1).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +14,7 @@
 
 #include "engine/allocator.h"
 #include "engine/cli.h"
+#include "engine/comm.h"
 #include "engine/error.h"
 #include "engine/optim.h"
 #include "engine/threadpool.h"
@@ -19,6 +23,8 @@
 #include "ops/mixed_precision.h"
 #include "ops/view.h"
 #include "tools/bench.h"
+#include "tools/train/data_parallel.h"
+#include "tools/train/optimizer_shard.h"
 
 using namespace eng;
 
@@ -53,6 +59,85 @@ double torch_tokens_per_s(const std::string& python, const std::vector<int64_t>&
   return tokens_per_s;
 }
 
+// Random tokens for the model: the data-parallel step draws each micro-batch through a Job (tools/train/job.h).
+class RandomTokensJob : public jobs::Job {
+ public:
+  RandomTokensJob(LanguageModel& model, int64_t seq) : model_(model), seq_(seq) {}
+  Module& model() override { return model_; }
+  Rng& model_rng() override { return model_.rng(); }
+  jobs::StepResult run(int64_t batch, Rng& data) override {
+    const int64_t vocab = model_.config().vocab;
+    Tensor ids = empty({batch, seq_ + 1}, DType::I64);
+    for (int64_t i = 0; i < ids.numel(); ++i) ids.data<int64_t>()[i] = int64_t(data.below(uint64_t(vocab)));
+    const Tensor inputs = narrow(ids, 1, 0, seq_).contiguous(), targets = narrow(ids, 1, 1, seq_).contiguous();
+    jobs::StepResult r;
+    r.loss = cross_entropy(reshape(model_.forward(inputs), {-1, vocab}), reshape(targets, {-1}));
+    r.tokens = batch * seq_;
+    return r;
+  }
+
+ private:
+  LanguageModel& model_;
+  int64_t seq_;
+};
+
+double state_mib(const Optimizer& opt) {
+  double bytes = 0;
+  for (const auto& [name, t] : opt.state()) bytes += double(t.numel()) * double(dtype_size(t.dtype()));
+  return bytes / (1 << 20);
+}
+
+// The data-parallel step of build/train over world()'s ranks, Adam as above; rank 0 prints.
+int bench_data_parallel(LanguageModel& model, int64_t batch, int64_t seq, int64_t steps, bool fast, bool shard,
+                        const std::string& header) {
+  Communicator& comm = world();
+  ENG_CHECK(batch % comm.size() == 0, "bench train: --batch ", batch, " does not split over ", comm.size(), " ranks");
+  const NamedTensors named = model.named_parameters();
+  std::vector<Tensor> params;
+  for (const auto& np : named) params.push_back(np.second);
+  std::unique_ptr<jobs::OptimizerShard> sharded = shard ? std::make_unique<jobs::OptimizerShard>(comm, named) : nullptr;
+  Adam opt(sharded ? sharded->pieces() : named, 1e-4);
+  jobs::DataParallel dp(comm, params, 1, fast ? ReduceOrder::Fast : ReduceOrder::Exact);
+  if (sharded) dp.shard_gradients();
+  RandomTokensJob job(model, seq);
+  Rng data(1);
+  double gather_s = 0;
+  auto step = [&] {
+    for (Tensor& p : params) p.zero_grad();
+    dp.forward_backward(job, data, batch / comm.size());
+    dp.finish(INFINITY);
+    if (sharded) sharded->set_piece_grads(dp.sums(), dp.has_grad());
+    opt.step();
+    if (!sharded) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    sharded->gather_parameters();
+    gather_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  for (int i = 0; i < 2; ++i) step();  // the first step also learns --reduce fast's buckets
+  allocator::reset_peak();
+  comm.barrier();
+  const double comm0 = dp.comm_seconds(), gather0 = gather_s;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < steps; ++i) step();
+  comm.barrier();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / double(steps);
+  const double comm_s = (dp.comm_seconds() - comm0 + gather_s - gather0) / double(steps);
+  const double mine[2] = {double(allocator::stats().peak_bytes) / (1 << 20), state_mib(opt)};
+  std::vector<double> all(2 * size_t(comm.size()));
+  comm.all_gather_bytes(mine, sizeof mine, all.data());
+  if (comm.rank() != 0) return 0;
+  const size_t n = size_t(model.num_parameters()), ranks = size_t(comm.size());
+  const double sent = double(dp.bytes_per_step() + (sharded ? (ranks - 1) * n * 4 / ranks : 0)) / (1 << 20);
+  std::printf("%s, %d ranks, --reduce %s%s\n", header.c_str(), comm.size(), fast ? "fast" : "exact",
+              sharded ? ", --shard-optimizer" : "");
+  std::printf("  %lld parameters, %.3f s/step, %.0f tokens/s, communication %.3f s/step (rank 0's waits), "
+              "%.2f MiB sent per rank per step\n",
+              (long long)n, s, double(batch * seq) / s, comm_s, sent);
+  for (size_t r = 0; r < ranks; ++r)
+    std::printf("  rank %zu: peak tensor memory %.1f MiB, optimizer state %.2f MiB\n", r, all[2 * r], all[2 * r + 1]);
+  return 0;
+}
+
 int bench_train(int argc, char** argv) {
   Cli cli("bench train", "Times training steps of a decoder-only transformer on random tokens.");
   auto& layers = cli.add_int("layers", 4, {1, 1024}, "layers");
@@ -70,7 +155,10 @@ int bench_train(int argc, char** argv) {
   auto& precision_flag = cli.add_string("precision", "fp32",
                                          "fp32, or bf16: mixed precision, bf16 matrix products accumulated in f32 "
                                          "(ops/mixed_precision.h); PyTorch runs fp32 either way");
+  auto& reduce = cli.add_string("reduce", "exact", "under mpirun: exact or fast (as build/train --reduce)");
+  auto& shard = cli.add_bool("shard-optimizer", false, "the data-parallel step with ZeRO-1 (as build/train)");
   if (!cli.parse(argc, argv, 2)) return 0;
+  ENG_CHECK(reduce == "exact" || reduce == "fast", "bench train: --reduce must be exact or fast, got '", reduce, "'");
   const GemmPrecision precision = parse_precision(precision_flag, "bench train: --precision");
   ENG_CHECK(vs_torch || !cli.was_set("python"), "bench train: --python is for --vs-torch");
   set_num_threads(int(threads));
@@ -84,6 +172,14 @@ int bench_train(int argc, char** argv) {
   c.attention = attention;
   c.positional = PositionalKind::Learned;
   LanguageModel model(c);
+  if (world().size() > 1 || shard) {
+    ENG_CHECK(!vs_torch && precision == GemmPrecision::F32, "bench train: under mpirun, no --vs-torch or --precision");
+    char header[256];
+    std::snprintf(header, sizeof header, "bench train: %lld layers, d_model %lld, batch %lld x %lld, Adam, attention "
+                  "%s, %d threads per rank", (long long)layers, (long long)d_model, (long long)batch, (long long)seq,
+                  attention.c_str(), num_threads());
+    return bench_data_parallel(model, batch, seq, steps, reduce == "fast", shard, header);
+  }
   Adam opt(model.named_parameters(), 1e-4);
   Rng rng(1);
   Tensor ids = empty({batch, seq + 1}, DType::I64);

@@ -75,7 +75,11 @@ TrainingFlags::TrainingFlags(Cli& cli)
       seed(cli.add_int("seed", 1, IntRange::at_least(0), "seed of the model and the data")),
       precision(cli.add_string("precision", "fp32", "fp32, or bf16: mixed precision, bf16 matrix products "
                                "accumulated in f32, f32 master weights, optimizer state and checkpoints "
-                               "(ops/mixed_precision.h; cpu only)")) {}
+                               "(ops/mixed_precision.h; cpu only)")),
+      reduce(cli.add_string("reduce", "exact", "under mpirun: exact (summed in rank order, the bits of one process "
+                            "with --accum N) or fast (MPI all-reduce per layer during backward)")),
+      shard_optimizer(cli.add_bool("shard-optimizer", false, "under mpirun: each rank keeps the optimizer state of "
+                                   "its 1/N of the parameters (ZeRO-1; the same bits)")) {}
 
 RunFlags::RunFlags(Cli& cli)
     : threads(cli.add_int("threads", 0, {0, 1024}, "threads (0: ENG_THREADS or all cores)")),

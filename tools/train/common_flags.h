@@ -38,6 +38,9 @@ struct TrainingFlags {
   double& max_minutes;
   int64_t &batch, &seed;
   std::string& precision;  // fp32 or bf16 (ops/mixed_precision.h)
+  // Several ranks (docs/distributed.md): how gradients are summed over them, and ZeRO-1 optimizer sharding.
+  std::string& reduce;
+  bool& shard_optimizer;
 };
 
 struct RunFlags {
