@@ -50,7 +50,9 @@ TEST_CASE("lean build: the variant list names every ENG_REGISTER_ATTENTION in th
   REQUIRE(found.size() >= 39);
   std::set<std::string> registered;
   for (const auto& [name, description] : attention_variants()) registered.insert(name);
-  for (const auto& [id, name] : found) {
+  for (const auto& entry : found) {
+    const std::string& id = entry.first;
+    const std::string& name = entry.second;
     INFO(id);
     CHECK(listed.count(id) == 1);  // else: add X(id) to models/attention/variants.h
     std::string expected = name;
