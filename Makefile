@@ -23,6 +23,14 @@ ifneq ($(findstring aarch64,$(CXX)),)
   VARIANT := aarch64
   RUN ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
 endif
+# Cross build for 32-bit ARM (Debian's g++-arm-linux-gnueabihf, ARMv7 hard float): the scalar kernels only (the
+# SIMD tables are x86-64 and AArch64 code; docs/embedding.md), run under qemu-user.
+ifneq ($(findstring arm-linux-gnueabihf,$(CXX)),)
+  VARIANT := armhf
+  RUN ?= qemu-arm -L /usr/arm-linux-gnueabihf
+  # GCC notes that passing some structs changed in GCC 7.1: an ABI remark about old binaries, not a defect here.
+  CXXFLAGS_ARCH := -Wno-psabi
+endif
 ifeq ($(SANITIZE),1)
   VARIANT := $(if $(VARIANT),$(VARIANT)-san,san)
 endif
@@ -35,7 +43,10 @@ BUILD ?= build$(if $(VARIANT),-$(VARIANT))
 CXXFLAGS ?= -O3
 # -fno-trapping-math: we never read floating-point exception flags; without it GCC will not turn a loop's
 # `x > 0 ? a : b` into vector selects, and elementwise kernels stay scalar.
-CXXFLAGS += -std=c++17 -Wall -Wextra -Werror -pthread -I. -MMD -MP -fno-trapping-math
+CXXFLAGS += -std=c++17 -Wall -Wextra -Werror -pthread -I. -MMD -MP -fno-trapping-math $(CXXFLAGS_ARCH)
+# A section per function and object, so that a program linked with --gc-sections (the lean embed) keeps only the
+# code it reaches.
+CXXFLAGS += -ffunction-sections -fdata-sections
 LDFLAGS += -pthread
 ifeq ($(SANITIZE),1)
   SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -98,16 +109,20 @@ endif
 
 # The SIMD kernel tables (engine/vec_kernels_*.cpp, ops/quant_kernels_*.cpp) are the only files built for an
 # instruction set beyond baseline x86-64; the dispatch runs each only where the CPU has it. On ARM NEON is baseline.
-ifeq ($(findstring aarch64,$(CXX)),)
+# (The same flags for check-no-exceptions' compile of each file, in $(NOEXC).)
+NOEXC := $(BUILD)/no-exceptions
+ifeq ($(findstring aarch64,$(CXX))$(findstring arm-linux,$(CXX)),)
 VEC_AVX2_FLAGS := -mavx2 -mfma
 VEC_AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx2 -mfma
-$(BUILD)/obj/engine/vec_kernels_avx2.o: CXXFLAGS += $(VEC_AVX2_FLAGS)
-$(BUILD)/obj/engine/vec_kernels_avx512.o: CXXFLAGS += $(VEC_AVX512_FLAGS)
-$(BUILD)/obj/ops/quant_kernels_avx2.o: CXXFLAGS += $(VEC_AVX2_FLAGS)
-$(BUILD)/obj/ops/quant_kernels_avx512.o: CXXFLAGS += $(VEC_AVX512_FLAGS) -mavx512vnni
-else
+$(BUILD)/obj/engine/vec_kernels_avx2.o $(NOEXC)/engine/vec_kernels_avx2.check: CXXFLAGS += $(VEC_AVX2_FLAGS)
+$(BUILD)/obj/engine/vec_kernels_avx512.o $(NOEXC)/engine/vec_kernels_avx512.check: CXXFLAGS += $(VEC_AVX512_FLAGS)
+$(BUILD)/obj/ops/quant_kernels_avx2.o $(NOEXC)/ops/quant_kernels_avx2.check: CXXFLAGS += $(VEC_AVX2_FLAGS)
+$(BUILD)/obj/ops/quant_kernels_avx512.o $(NOEXC)/ops/quant_kernels_avx512.check: \
+	CXXFLAGS += $(VEC_AVX512_FLAGS) -mavx512vnni
+else ifneq ($(findstring aarch64,$(CXX)),)
 # The quantized products' sdot kernel (ARMv8.2 DotProd, optional): only its file, run where the CPU has it.
-$(BUILD)/obj/ops/quant_kernels_neon_dotprod.o: CXXFLAGS += -march=armv8.2-a+dotprod
+$(BUILD)/obj/ops/quant_kernels_neon_dotprod.o $(NOEXC)/ops/quant_kernels_neon_dotprod.check: \
+	CXXFLAGS += -march=armv8.2-a+dotprod
 endif
 
 # The quantized products (ops/quant.h) promise the same bits at every kernel level: a multiply then an add per
@@ -119,20 +134,76 @@ $(BUILD)/libengine.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-# --whole-archive keeps every object, so that self-registering ops and attention variants are linked
-# even though no tool names them. The tools' objects are kept (.SECONDARY): make would otherwise delete them as
-# intermediate files after linking, print the `rm`, and compile them again on the next change to the library.
-.SECONDARY: $(TOOL_BIN:$(BUILD)/%=$(BUILD)/obj/tools/%.o)
-$(BUILD)/%: $(BUILD)/obj/tools/%.o $(BUILD)/libengine.a
-	$(CXX) $< -Wl,--whole-archive $(BUILD)/libengine.a -Wl,--no-whole-archive $(LDFLAGS) -o $@
+# The tools link the archive plainly: the linker takes the objects they reach. Attention variants are registered
+# explicitly (models/attention/variants.h), every one by REGISTER_ALL_OBJ; an op's registration (ENG_REGISTER_OP)
+# lies in the object that defines the op. The tools' objects are kept (.SECONDARY): make would otherwise delete them
+# as intermediate files after linking, print the `rm`, and compile them again on the next change to the library.
+REGISTER_ALL_OBJ := $(BUILD)/obj/tools/registration/all_variants.o
+.SECONDARY: $(TOOL_BIN:$(BUILD)/%=$(BUILD)/obj/tools/%.o) $(REGISTER_ALL_OBJ)
+$(BUILD)/%: $(BUILD)/obj/tools/%.o $(REGISTER_ALL_OBJ) $(BUILD)/libengine.a
+	$(CXX) $(filter %.o,$^) $(BUILD)/libengine.a $(LDFLAGS) -o $@
 
 # bench train times build/train's data-parallel step: it links those of train's objects.
 BENCH_TRAIN_OBJ := $(patsubst %,$(BUILD)/obj/tools/train/%.o,data_parallel exact_norm optimizer_shard job)
-$(BUILD)/bench: $(BUILD)/obj/tools/bench.o $(BENCH_OBJ) $(BENCH_TRAIN_OBJ) $(BUILD)/libengine.a
-	$(CXX) $(filter %.o,$^) -Wl,--whole-archive $(BUILD)/libengine.a -Wl,--no-whole-archive $(LDFLAGS) -o $@
+$(BUILD)/bench: $(BUILD)/obj/tools/bench.o $(BENCH_OBJ) $(BENCH_TRAIN_OBJ) $(REGISTER_ALL_OBJ) $(BUILD)/libengine.a
+	$(CXX) $(filter %.o,$^) $(BUILD)/libengine.a $(LDFLAGS) -o $@
 
-$(BUILD)/train: $(BUILD)/obj/tools/train.o $(TRAIN_OBJ) $(BUILD)/libengine.a
-	$(CXX) $(filter %.o,$^) -Wl,--whole-archive $(BUILD)/libengine.a -Wl,--no-whole-archive $(LDFLAGS) -o $@
+$(BUILD)/train: $(BUILD)/obj/tools/train.o $(TRAIN_OBJ) $(REGISTER_ALL_OBJ) $(BUILD)/libengine.a
+	$(CXX) $(filter %.o,$^) $(BUILD)/libengine.a $(LDFLAGS) -o $@
+
+# The embedding example linked lean (docs/embedding.md): `make embed VARIANTS="softmax causal-linear"` registers and
+# links only the attention variants named (a generated register_program_variants in place of REGISTER_ALL_OBJ),
+# drops the functions nothing reaches (--gc-sections) and the symbols (-s), statically linked (not in the
+# sanitizer and CUDA builds, whose runtimes are shared libraries). embed.map lists the archive members the link
+# took (tests/tools/embed_lean_c_api.sh checks that no other variant's file is among them).
+VARIANTS ?= softmax causal-linear
+EMBED_DIR := $(BUILD)/embed-lean
+EMBED_STATIC := $(if $(filter 1,$(SANITIZE) $(CUDA)),,-static)
+.PHONY: embed force
+embed: $(EMBED_DIR)/embed
+	@ls -l $<
+$(EMBED_DIR)/variants.cpp: force
+	@mkdir -p $(dir $@)
+	@{ echo '// Generated by make embed: the attention variants VARIANTS names ($(VARIANTS)).'; \
+	  echo '#include "models/attention/variants.h"'; echo '#include "tools/tool_main.h"'; \
+	  echo 'void eng::register_program_variants() {'; \
+	  for v in $(subst -,_,$(VARIANTS)); do echo "  register_attention_$$v();"; done; echo '}'; } >$@.new
+	@cmp -s $@.new $@ && rm $@.new || mv $@.new $@
+$(EMBED_DIR)/variants.o: $(EMBED_DIR)/variants.cpp
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+$(EMBED_DIR)/embed: $(BUILD)/obj/tools/embed.o $(EMBED_DIR)/variants.o $(BUILD)/libengine.a
+	$(CXX) $(filter %.o,$^) $(BUILD)/libengine.a $(LDFLAGS) $(EMBED_STATIC) -Wl,--gc-sections -s \
+	  -Wl,-Map,$(EMBED_DIR)/embed.map -o $@
+
+# The cases a cross build runs under qemu-user in CI (.ci/run): the SIMD and scalar kernels, GEMM, the quantized
+# products, the Generator, mapped and buffer loading, and what the lean build rests on. Only these test files are
+# compiled, so that the 32-bit ARM stage costs the library and a few test files, not the whole suite.
+PORTABLE_TEST_SRC := tests/main.cpp tests/gradcheck.cpp \
+	$(addprefix tests/test_,vec_kernels.cpp gemm.cpp quant.cpp quant_model.cpp generator.cpp zero_copy.cpp lean_build.cpp)
+$(BUILD)/run_portable_tests: $(PORTABLE_TEST_SRC:%.cpp=$(BUILD)/obj/%.o) $(LIB_OBJ)
+	$(CXX) $^ $(LDFLAGS) -o $@
+
+# The C interface's test (models/c_api.h): a C program, compiled as C, linked with the library.
+CC_FOR_TESTS := $(patsubst %g++,%gcc,$(patsubst %clang++,%clang,$(CXX)))
+$(BUILD)/obj/tests/c_api_test.o: tests/c_api_test.c models/c_api.h
+	@mkdir -p $(dir $@)
+	$(CC_FOR_TESTS) -std=c99 -pedantic -Wall -Wextra -Werror -O1 -I. $(SANFLAGS) -c $< -o $@
+$(BUILD)/c_api_test: $(BUILD)/obj/tests/c_api_test.o $(BUILD)/libengine.a
+	$(CXX) $< $(BUILD)/libengine.a $(LDFLAGS) -Wl,-Map,$@.map -o $@
+
+# The inference path without exceptions and RTTI (docs/embedding.md): every library source the C interface's test
+# links (the archive members its link map lists; a member's name is its file's, so a name two directories share
+# brings both files) compiled with -fno-exceptions -fno-rtti, for syntax and semantics only (no code generated:
+# seconds, not minutes). Each file is one target, so that it gets its instruction-set flags (above).
+.PHONY: check-no-exceptions
+check-no-exceptions: $(BUILD)/c_api_test
+	@members=$$(grep -o '^$(BUILD)/libengine.a([^)]*)' $<.map | sed 's/.*(\(.*\)\.o)/\1/' | sort -u); \
+	  checks=$$(for f in $(filter %.cpp,$(LIB_SRC)); do \
+	    case " "$$(echo $$members)" " in *" $$(basename $$f .cpp) "*) echo $(NOEXC)/$${f%.cpp}.check ;; esac; done); \
+	  echo "check-no-exceptions: $$(echo $$checks | wc -w) sources"; \
+	  $(MAKE) --no-print-directory $$checks
+$(NOEXC)/%.check: %.cpp force
+	$(CXX) $(filter-out -MMD -MP,$(CXXFLAGS)) -fno-exceptions -fno-rtti -fsyntax-only $<
 
 # Tests link the library objects directly (not the archive) so that every op file's registration
 # is present: the registry test must see all ops, even those no test calls.
@@ -150,7 +221,7 @@ check-doctest:
 	  echo "or put doctest.h at /usr/local/include/doctest/doctest.h"; exit 1; fi
 
 # Every tool: tests/tools.sh runs each, and the README names each, so none may be missing after `make test`.
-test: $(BUILD)/run_tests $(TOOL_BIN)
+test: $(BUILD)/run_tests $(TOOL_BIN) $(EMBED_DIR)/embed $(BUILD)/c_api_test
 	cd $(CURDIR) && $(RUN) ./$(BUILD)/run_tests $(TEST_ARGS)
 	cd $(CURDIR) && ENG_RUN="$(RUN)" bash tests/tools.sh $(BUILD)
 
@@ -174,14 +245,14 @@ ifeq ($(MPI),1)
   MPI_COMPILE := $(patsubst -I%,-isystem %,$(shell $(MPICXX) --showme:compile))
   MPI_LINK := $(shell $(MPICXX) --showme:link)
   MPI_OBJ := $(BUILD)/mpi/obj/comm_mpi.o
-  LINK_LIB := -Wl,--whole-archive $(BUILD)/libengine.a -Wl,--no-whole-archive $(LDFLAGS) $(MPI_LINK)
+  LINK_LIB := $(BUILD)/libengine.a $(LDFLAGS) $(MPI_LINK)
 all: $(BUILD)/mpi/train $(BUILD)/mpi/bench
 $(MPI_OBJ): engine/mpi/comm_mpi.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) $(MPI_COMPILE) -c $< -o $@
-$(BUILD)/mpi/train: $(BUILD)/obj/tools/train.o $(TRAIN_OBJ) $(MPI_OBJ) $(BUILD)/libengine.a
+$(BUILD)/mpi/train: $(BUILD)/obj/tools/train.o $(TRAIN_OBJ) $(REGISTER_ALL_OBJ) $(MPI_OBJ) $(BUILD)/libengine.a
 	$(CXX) $(filter %.o,$^) $(LINK_LIB) -o $@
-$(BUILD)/mpi/bench: $(BUILD)/obj/tools/bench.o $(BENCH_OBJ) $(BENCH_TRAIN_OBJ) $(MPI_OBJ) $(BUILD)/libengine.a
+$(BUILD)/mpi/bench: $(BUILD)/obj/tools/bench.o $(BENCH_OBJ) $(BENCH_TRAIN_OBJ) $(REGISTER_ALL_OBJ) $(MPI_OBJ) $(BUILD)/libengine.a
 	$(CXX) $(filter %.o,$^) $(LINK_LIB) -o $@
 $(BUILD)/mpi/comm_check: $(BUILD)/obj/tests/mpi/comm_check.o $(MPI_OBJ) $(BUILD)/libengine.a
 	$(CXX) $(filter %.o,$^) $(LINK_LIB) -o $@
@@ -193,7 +264,8 @@ test-mpi: $(BUILD)/mpi/train $(BUILD)/mpi/bench $(BUILD)/mpi/comm_check $(BUILD)
 	cd $(CURDIR) && bash tests/mpi.sh $(BUILD)
 endif
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(TRAIN_OBJ:.o=.d) $(TOOL_BIN:$(BUILD)/%=$(BUILD)/obj/tools/%.d)
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(TRAIN_OBJ:.o=.d) $(TOOL_BIN:$(BUILD)/%=$(BUILD)/obj/tools/%.d) \
+	$(REGISTER_ALL_OBJ:.o=.d) $(EMBED_DIR)/variants.d
 
 # The main job: a small copy-task transformer with causal linear attention, trained end to end on the CPU,
 # then the speed of its RNN-form generation beside softmax's KV cache at the same size.

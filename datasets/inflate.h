@@ -4,6 +4,7 @@
 // and stored lengths are verified, and output beyond `max_output` bytes is refused (a corrupt or
 // hostile file cannot exhaust memory).
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -11,7 +12,8 @@
 
 namespace eng {
 
-constexpr size_t kMaxInflateOutput = size_t(1) << 32;
+// 4 GiB by default, or what a 32-bit address space can hold.
+constexpr size_t kMaxInflateOutput = size_t(std::min<uint64_t>(uint64_t(1) << 32, SIZE_MAX));
 
 // Raw DEFLATE data; `consumed` (optional) receives the bytes read up to the end of the final block.
 std::vector<uint8_t> inflate_raw(const uint8_t* data, size_t n, const std::string& what, size_t* consumed = nullptr,

@@ -31,7 +31,7 @@ TextCorpus::TextCorpus(const std::string& path, Tokenizer* tokenizer)
     *sizes[i++] = int64_t(ids_.size() - before);
     at += part;
   }
-  ENG_CHECK(ids_.size() < (size_t(1) << 32), "text: ", path, ": ", ids_.size(), " tokens, more than 4 Gi");
+  ENG_CHECK(uint64_t(ids_.size()) < (uint64_t(1) << 32), "text: ", path, ": ", ids_.size(), " tokens, more than 4 Gi");
   bytes_ = {};
 }
 

@@ -81,11 +81,15 @@ void InputFile::read_at(int64_t offset, void* out, size_t n, const std::string& 
 std::vector<uint8_t> read_file_bytes(const std::string& path, const std::string& who) {
   InputFile in(path, who);
   std::vector<uint8_t> bytes;
+#if defined(__cpp_exceptions)
   try {
     bytes.resize(size_t(in.size()));
   } catch (const std::bad_alloc&) {
     fail(who, ": ", path, ": its ", in.size(), " bytes do not fit in memory");
   }
+#else
+  bytes.resize(size_t(in.size()));  // without exceptions, running out of memory aborts
+#endif
   if (!bytes.empty()) in.read_at(0, bytes.data(), bytes.size(), "its " + std::to_string(bytes.size()) + " bytes");
   return bytes;
 }

@@ -279,11 +279,15 @@ Layout read_layout(const Reader& in, const std::string& path) {
   std::string text(size_t(n), '\0');
   in.read_at(8, text.data(), size_t(n), "the " + std::to_string(n) + "-byte header");
   Json header;
+#if defined(__cpp_exceptions)
   try {
     header = Json::parse(text);
   } catch (const Error& e) {
     error("header is not valid JSON: ", e.what());
   }
+#else
+  header = Json::parse(text);  // without exceptions the handler gets Json's message alone (engine/error.h)
+#endif
   if (!header.is_object()) error("header is ", json_type_name(header.type()), ", not a JSON object");
 
   Layout out;

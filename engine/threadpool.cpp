@@ -59,6 +59,7 @@ class Pool {
     for (;;) {
       int64_t lo = next_.fetch_add(chunk_);
       if (lo >= end_) break;
+#if defined(__cpp_exceptions)
       try {
         (*fn_)(lo, std::min(end_, lo + chunk_));
       } catch (...) {
@@ -66,6 +67,9 @@ class Pool {
         if (!error_) error_ = std::current_exception();
         next_.store(end_);
       }
+#else
+      (*fn_)(lo, std::min(end_, lo + chunk_));  // a failed check calls the error handler, then aborts
+#endif
     }
     t_in_parallel = false;
   }

@@ -18,6 +18,8 @@ const VecKernels& vec_kernels_for(SimdLevel level) {
   if (level >= SimdLevel::Avx2 && f.avx2 && f.fma) return avx2_vec_kernels();
 #elif defined(__aarch64__)
   if (level >= SimdLevel::Neon) return neon_vec_kernels();
+#else
+  (void)level;  // 32-bit ARM and other targets: the scalar table only (docs/embedding.md)
 #endif
   return scalar_vec_kernels();
 }

@@ -124,11 +124,15 @@ std::map<std::string, std::string> load_checkpoint(const SafetensorsFile& f, con
     ENG_CHECK(steps_text != f.metadata.end(), "checkpoint ", path, ": metadata 'optimizer_steps' is missing");
     const int64_t steps =
         parse_int(steps_text->second, IntRange::at_least(0), "checkpoint " + path + ": metadata 'optimizer_steps'");
+#if defined(__cpp_exceptions)
     try {
       optimizer->load_state(f.tensors, steps);
     } catch (const Error& e) {
       fail("checkpoint ", path, ": ", e.what());
     }
+#else
+    optimizer->load_state(f.tensors, steps);  // the handler gets the optimizer's message alone
+#endif
   }
   for (const auto& [name, p] : model.named_parameters()) {
     const Tensor& t = checked.by_name.at("model." + name);

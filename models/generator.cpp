@@ -71,8 +71,8 @@ std::string check_parameters(const LanguageModel& model) {
 }
 
 std::string check_attention(const Attention& a) {
-  if (dynamic_cast<const SoftmaxAttention*>(&a)) return "";
-  if (const auto* lin = dynamic_cast<const LinearAttention*>(&a)) {
+  if (tag_cast<const SoftmaxAttention>(&a)) return "";
+  if (const auto* lin = tag_cast<const LinearAttention>(&a)) {
     const LinearFeature f = lin->feature_map().fused();
     if (f == LinearFeature::EluPlusOne || f == LinearFeature::Relu) return "";
     return "attention '" + a.name() + "' with feature map '" + lin->feature_map().name() +
@@ -105,7 +105,7 @@ Generator::Generator(const LanguageModel& model)
       max_len_(model.config().max_len) {
   const std::string why = unsupported(model);
   ENG_CHECK(why.empty(), "Generator: the model has ", why, "; LanguageModel::step runs it");
-  linear_ = !model.layers.empty() && dynamic_cast<const LinearAttention*>(&model.layers[0]->self_attn.mechanism());
+  linear_ = !model.layers.empty() && tag_cast<const LinearAttention>(&model.layers[0]->self_attn.mechanism());
   const size_t d = size_t(d_), kv = size_t(groups_ * head_dim_);
   for (size_t i = 0; i < model.layers.size(); ++i) {
     LayerState st;
@@ -193,10 +193,10 @@ void Generator::attention(size_t layer, const float* x, float* out) {
   linear_row(mha.k_proj, x, k_.data());
   linear_row(mha.v_proj, x, v_.data());
   LayerState& st = states_[layer];
-  if (const auto* lin = dynamic_cast<const LinearAttention*>(&mha.mechanism()))
+  if (const auto* lin = tag_cast<const LinearAttention>(&mha.mechanism()))
     linear_heads(st, lin->feature_map().fused() == LinearFeature::Relu, float(lin->eps()));
   else
-    softmax_heads(st, float(dynamic_cast<const SoftmaxAttention&>(mha.mechanism()).scale(head_dim_)));
+    softmax_heads(st, float(static_cast<const SoftmaxAttention&>(mha.mechanism()).scale(head_dim_)));
   linear_row(mha.out_proj, o_.data(), out);
 }
 

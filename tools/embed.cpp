@@ -1,8 +1,8 @@
 // The library embedded in a program of its own: rebuild the model a checkpoint describes, map its weights (read
 // once, zero copy: engine/safetensors.h's map_safetensors), and continue a prompt token by token with each layer's
 // recurrent form, allocating nothing per token (models/generator.h). It links only libengine.a and the standard
-// library:
-//   g++ -std=c++17 -O2 -I. tools/embed.cpp -Wl,--whole-archive build/libengine.a -Wl,--no-whole-archive -pthread
+// library (`make embed VARIANTS="softmax causal-linear"` links only the variants named: docs/embedding.md):
+//   g++ -std=c++17 -O2 -I. tools/embed.cpp tools/registration/all_variants.cpp build/libengine.a -pthread
 // Usage: embed CHECKPOINT PROMPT [TOKENS] [--stats] [--read] [--tensor-step]
 //   (PROMPT: comma-separated token ids; greedy decoding). --stats prints what docs/checkpoint.md reports.
 #include <sys/resource.h>

@@ -11,8 +11,13 @@
 
 namespace eng {
 
+// Registers the attention variants the program can build (models/attention/variants.h): every one
+// (tools/registration/all_variants.cpp), or the list a lean build of embed names (`make embed VARIANTS=...`).
+void register_program_variants();
+
 template <class Run>
 int tool_main(Run&& run, const std::string& out_of_memory) {
+  register_program_variants();
   try {
     return run();
   } catch (const std::bad_alloc&) {

@@ -11,7 +11,7 @@
 
 namespace eng {
 
-ENG_REGISTER_ATTENTION("adaptive-span",
+ENG_REGISTER_ATTENTION(adaptive_span, "adaptive-span",
                        "softmax attention with a learned soft span per head, m_z(x) = clamp((R + z - x) / R, 0, 1) "
                        "(Sukhbaatar et al. 2019); keys beyond z + R never visited, penalty() = lambda * mean z",
                        [](const AttentionConfig& c) { return std::make_unique<AdaptiveSpanAttention>(c); });

@@ -20,7 +20,7 @@
 
 namespace eng {
 
-ENG_REGISTER_ATTENTION("aft-simple",
+ENG_REGISTER_ATTENTION(aft_simple, "aft-simple",
                        "AFT-simple (Zhai et al. 2021): sigmoid(Q) * softmax-over-positions(K) . V, O(T D), causal "
                        "or not, RNN form",
                        [](const AttentionConfig& c) { return std::make_unique<AftSimple>(c); });

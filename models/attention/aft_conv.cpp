@@ -18,7 +18,7 @@
 
 namespace eng {
 
-ENG_REGISTER_ATTENTION("aft-conv",
+ENG_REGISTER_ATTENTION(aft_conv, "aft-conv",
                        "AFT-conv (Zhai et al. 2021): per-head depth-wise kernel of window taps as position bias, "
                        "O(T window D), causal or not",
                        [](const AttentionConfig& c) { return std::make_unique<AftConv>(c); });

@@ -41,7 +41,7 @@
 
 namespace eng {
 
-ENG_REGISTER_ATTENTION("aft-full",
+ENG_REGISTER_ATTENTION(aft_full, "aft-full",
                        "AFT-full (Zhai et al. 2021): learned T x T position bias w (factor=r: w = u v^T), O(T^2 D) "
                        "as GEMMs, causal or not",
                        [](const AttentionConfig& c) { return std::make_unique<AftFull>(c); });

@@ -23,7 +23,7 @@
 
 namespace eng {
 
-ENG_REGISTER_ATTENTION("aft-local",
+ENG_REGISTER_ATTENTION(aft_local, "aft-local",
                        "AFT-local (Zhai et al. 2021): position bias learned within |t - t'| < window, zero outside, "
                        "O(T window D), causal or not",
                        [](const AttentionConfig& c) { return std::make_unique<AftLocal>(c); });

@@ -13,6 +13,7 @@
 
 #include "engine/parse_number.h"
 #include "engine/tensor.h"
+#include "engine/type_tag.h"
 #include "engine/autograd.h"
 #include "ops/attention_mask.h"
 #include "models/module.h"
@@ -61,6 +62,7 @@ struct AttentionConfig {
 // Recurrent state of one attention layer during generation (a KV cache, or linear attention's s and z).
 struct AttentionState {
   virtual ~AttentionState() = default;
+  virtual bool is_a(const void*) const { return false; }  // tag_cast's question (engine/type_tag.h)
   int64_t length = 0;  // tokens consumed so far
 };
 
@@ -87,6 +89,7 @@ struct AttentionAccepts {
 class Attention : public Module {
  public:
   virtual std::string name() const = 0;
+  virtual bool is_a(const void*) const { return false; }  // tag_cast's question (engine/type_tag.h)
   const AttentionAccepts& accepts() const { return accepts_; }
   // Throws the shared refusal unless `mask` (for Lq queries against Lk keys) is one accepts() allows; `where`
   // follows the name in the message ("", " step").
@@ -140,6 +143,8 @@ std::map<std::string, std::string> attention_sweep_options(const std::string& na
 
 }  // namespace eng
 
-#define ENG_REGISTER_ATTENTION(name, description, ...)                     \
-  static const bool ENG_CONCAT(eng_attention_registered_, __LINE__) = \
-      ::eng::register_attention(name, description, __VA_ARGS__)
+// Defines register_attention_ID(), which registers the variant: registration is explicit, so that a program links
+// only the variants it names (an embedding program: docs/embedding.md) and the tools and the tests name them all
+// (models/attention/variants.h). ID is the name with '_' for '-'; the macro stands in namespace eng.
+#define ENG_REGISTER_ATTENTION(id, name, description, ...) \
+  void register_attention_##id() { ::eng::register_attention(name, description, __VA_ARGS__); }

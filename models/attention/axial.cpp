@@ -59,7 +59,7 @@ std::unique_ptr<Attention> make_axial(const AttentionConfig& c) {
 
 }  // namespace
 
-ENG_REGISTER_ATTENTION("axial",
+ENG_REGISTER_ATTENTION(axial, "axial",
                        "Axial Transformer attention: along rows or columns of an image, per head or for all heads",
                        make_axial, {{"width", "4"}});  // the sweep's 16 positions as a 4 x 4 image: a step
 

@@ -37,7 +37,7 @@ std::unique_ptr<Attention> make_band(const AttentionConfig& c) {
 
 }  // namespace
 
-ENG_REGISTER_ATTENTION("band", "band (sliding window) sparse attention, |i - j| <= window (Lin et al. 2021 §4.1)",
+ENG_REGISTER_ATTENTION(band, "band", "band (sliding window) sparse attention, |i - j| <= window (Lin et al. 2021 §4.1)",
                        make_band);
 
 }  // namespace eng

@@ -28,7 +28,7 @@ std::unique_ptr<Attention> make_bigbird(const AttentionConfig& c) {
 
 }  // namespace
 
-ENG_REGISTER_ATTENTION("bigbird", "BigBird sparse attention: sliding window + global tokens + random key blocks",
+ENG_REGISTER_ATTENTION(bigbird, "bigbird", "BigBird sparse attention: sliding window + global tokens + random key blocks",
                        make_bigbird);
 
 }  // namespace eng

@@ -30,7 +30,7 @@ std::unique_ptr<Attention> make_block_local(const AttentionConfig& c) {
 
 }  // namespace
 
-ENG_REGISTER_ATTENTION("block-local", "block-local sparse attention: queries see the keys of their own block",
+ENG_REGISTER_ATTENTION(block_local, "block-local", "block-local sparse attention: queries see the keys of their own block",
                        make_block_local);
 
 }  // namespace eng

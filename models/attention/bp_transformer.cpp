@@ -109,7 +109,7 @@ std::unique_ptr<Attention> make_bp_transformer(const AttentionConfig& c) {
 
 }  // namespace
 
-ENG_REGISTER_ATTENTION("bp-transformer",
+ENG_REGISTER_ATTENTION(bp_transformer, "bp-transformer",
                        "BP-Transformer attention: tokens see neighbours and k spans per level of a binary partition",
                        make_bp_transformer);
 

@@ -5,7 +5,7 @@
 
 namespace eng {
 
-ENG_REGISTER_ATTENTION("causal-linear", "causal linear attention (Katharopoulos et al. 2020), Algorithm 1 backward, RNN form",
+ENG_REGISTER_ATTENTION(causal_linear, "causal-linear", "causal linear attention (Katharopoulos et al. 2020), Algorithm 1 backward, RNN form",
                        [](const AttentionConfig& c) { return std::make_unique<LinearAttention>(c, true); });
 
 }  // namespace eng

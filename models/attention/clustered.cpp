@@ -8,7 +8,7 @@
 
 namespace eng {
 
-ENG_REGISTER_ATTENTION("clustered",
+ENG_REGISTER_ATTENTION(clustered, "clustered",
                        "clustered attention (Vyas et al. 2020): queries hashed and K-means clustered, softmax "
                        "attention once per centroid, O(N*C), non-causal",
                        [](const AttentionConfig& c) { return std::make_unique<ClusteredAttention>(c); });

@@ -47,7 +47,7 @@ std::unique_ptr<Attention> make_dilated(const AttentionConfig& c) {
 
 }  // namespace
 
-ENG_REGISTER_ATTENTION("dilated", "dilated sliding-window sparse attention: every dilation-th key within window steps",
+ENG_REGISTER_ATTENTION(dilated, "dilated", "dilated sliding-window sparse attention: every dilation-th key within window steps",
                        make_dilated);
 
 }  // namespace eng

@@ -11,7 +11,7 @@
 
 namespace eng {
 
-ENG_REGISTER_ATTENTION("efficient",
+ENG_REGISTER_ATTENTION(efficient, "efficient",
                        "efficient attention (Shen et al. 2018): softmax(Q over features) (softmax(K over "
                        "positions)^T V), O(N), non-causal",
                        [](const AttentionConfig& c) { return std::make_unique<EfficientAttention>(c); });

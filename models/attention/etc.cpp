@@ -25,7 +25,7 @@ std::unique_ptr<Attention> make_etc(const AttentionConfig& c) {
 
 }  // namespace
 
-ENG_REGISTER_ATTENTION("etc", "ETC sparse attention: band over the long input plus external global tokens in front",
+ENG_REGISTER_ATTENTION(etc, "etc", "ETC sparse attention: band over the long input plus external global tokens in front",
                        make_etc);
 
 }  // namespace eng

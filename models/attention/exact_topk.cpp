@@ -16,7 +16,7 @@
 
 namespace eng {
 
-ENG_REGISTER_ATTENTION("exact-topk",
+ENG_REGISTER_ATTENTION(exact_topk, "exact-topk",
                        "exact top-k attention (the oracle of Vyas et al. 2020): softmax over each query's k keys of "
                        "largest logit, O(N^2 D) time, O(N k) memory, causal or not",
                        [](const AttentionConfig& c) { return std::make_unique<ExactTopkAttention>(c); });

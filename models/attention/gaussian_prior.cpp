@@ -12,7 +12,7 @@
 
 namespace eng {
 
-ENG_REGISTER_ATTENTION("gaussian-prior",
+ENG_REGISTER_ATTENTION(gaussian_prior, "gaussian-prior",
                        "softmax attention plus a learned Gaussian locality prior -(i-j)^2/(2 sigma_h^2) on the logits "
                        "(Yang et al. 2018), O(N^2)",
                        [](const AttentionConfig& c) { return std::make_unique<GaussianPriorAttention>(c); });

@@ -39,7 +39,7 @@ std::unique_ptr<Attention> make_global(const AttentionConfig& c) {
 
 }  // namespace
 
-ENG_REGISTER_ATTENTION("global", "global-node sparse attention: the first `globals` positions see and are seen by all",
+ENG_REGISTER_ATTENTION(global, "global", "global-node sparse attention: the first `globals` positions see and are seen by all",
                        make_global);
 
 }  // namespace eng

@@ -62,7 +62,7 @@ std::unique_ptr<Attention> make_image_2d(const AttentionConfig& c) {
 
 }  // namespace
 
-ENG_REGISTER_ATTENTION("image-2d",
+ENG_REGISTER_ATTENTION(image_2d, "image-2d",
                        "Image Transformer 2D local attention: query blocks of pixels attend their memory blocks",
                        make_image_2d, {{"width", "4"}});  // the sweep's 16 positions as a 4 x 4 image: a step
 

@@ -22,11 +22,11 @@ int64_t key_length(const AttentionMask& mask, int64_t b, int64_t Lk) {
 
 }  // namespace
 
-ENG_REGISTER_ATTENTION("improved-clustered",
+ENG_REGISTER_ATTENTION(improved_clustered, "improved-clustered",
                        "improved clustered attention (Vyas et al. 2020): clustered attention plus each query's exact "
                        "softmax on its centroid's top-k keys, O(N*(C + k)), non-causal",
                        [](const AttentionConfig& c) { return std::make_unique<ImprovedClusteredAttention>(c, false); });
-ENG_REGISTER_ATTENTION("causal-improved-clustered",
+ENG_REGISTER_ATTENTION(causal_improved_clustered, "causal-improved-clustered",
                        "causal improved clustered attention (fast-transformers): exact softmax on the centroid's "
                        "top-k among each query's visible keys, O(N*(C + k)), causal or not",
                        [](const AttentionConfig& c) { return std::make_unique<ImprovedClusteredAttention>(c, true); },

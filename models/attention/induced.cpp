@@ -15,7 +15,7 @@
 
 namespace eng {
 
-ENG_REGISTER_ATTENTION("induced",
+ENG_REGISTER_ATTENTION(induced, "induced",
                        "inducing-point compression (ISAB / Luna pack-unpack): m learned points pool the keys and "
                        "values, queries attend to them, O(N m), non-causal",
                        [](const AttentionConfig& c) { return std::make_unique<InducedAttention>(c); });

@@ -13,7 +13,7 @@
 
 namespace eng {
 
-ENG_REGISTER_ATTENTION("linear", "linear attention (Katharopoulos et al. 2020), elu+1 features; causal with a causal mask",
+ENG_REGISTER_ATTENTION(linear, "linear", "linear attention (Katharopoulos et al. 2020), elu+1 features; causal with a causal mask",
                        [](const AttentionConfig& c) { return std::make_unique<LinearAttention>(c, false); });
 
 LinearAttention::LinearAttention(const AttentionConfig& config, bool always_causal)
@@ -42,7 +42,7 @@ std::unique_ptr<AttentionState> LinearAttention::new_state() const { return std:
 
 Tensor LinearAttention::attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
                                     const AttentionMask&) {
-  auto* st = dynamic_cast<LinearState*>(&state);
+  auto* st = tag_cast<LinearState>(&state);
   ENG_CHECK(st, "attention '", name(), "' step: the state was not made by this variant's new_state()");
   NoGradGuard no_grad;
   Tensor fq = phi_->apply(q), fk = phi_->apply(k);
@@ -81,7 +81,7 @@ std::unique_ptr<AttentionState> LinearAttention::memory_state(const Tensor& k, c
 }
 
 Tensor LinearAttention::attend_state(const Tensor& q, const AttentionState& state) const {
-  const auto* st = dynamic_cast<const LinearState*>(&state);
+  const auto* st = tag_cast<const LinearState>(&state);
   ENG_CHECK(st && st->s.defined(), "attention '", name(), "': the memory state was not made by memory_state()");
   ENG_CHECK(q.dim() == 4 && q.size(0) == st->s.size(0) && q.size(1) == st->s.size(1), "attention '", name(),
             "' memory: q ", q.shape(), " does not match the memory state ", st->s.shape());

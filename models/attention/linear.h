@@ -23,11 +23,13 @@
 namespace eng {
 
 struct LinearState : AttentionState {
+  ENG_TYPE_TAG(LinearState, AttentionState)
   Tensor s, z;  // [B, H, M, Dv], [B, H, M]; undefined before the first step
 };
 
 class LinearAttention : public Attention {
  public:
+  ENG_TYPE_TAG(LinearAttention, Attention)
   // always_causal: the `causal-linear` variant, causal whatever the mask says.
   LinearAttention(const AttentionConfig& config, bool always_causal);
   std::string name() const override { return always_causal_ ? "causal-linear" : "linear"; }

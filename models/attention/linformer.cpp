@@ -14,7 +14,7 @@
 
 namespace eng {
 
-ENG_REGISTER_ATTENTION("linformer",
+ENG_REGISTER_ATTENTION(linformer, "linformer",
                        "Linformer (Wang et al. 2020): keys and values projected along the sequence to k rows by "
                        "learned E, F; O(n k), non-causal, needs max_len",
                        [](const AttentionConfig& c) { return std::make_unique<LinformerAttention>(c); });

@@ -46,7 +46,7 @@ std::unique_ptr<Attention> make_longformer(const AttentionConfig& c) {
 
 }  // namespace
 
-ENG_REGISTER_ATTENTION("longformer",
+ENG_REGISTER_ATTENTION(longformer, "longformer",
                        "Longformer sparse attention: sliding window + global tokens + dilated windows on chosen heads",
                        make_longformer);
 

@@ -12,7 +12,7 @@
 
 namespace eng {
 
-ENG_REGISTER_ATTENTION("memory-compressed",
+ENG_REGISTER_ATTENTION(memory_compressed, "memory-compressed",
                        "memory-compressed attention (Liu et al. 2018): keys and values shortened by a learned strided "
                        "convolution (compress=c), O(N^2/c)",
                        [](const AttentionConfig& c) { return std::make_unique<MemoryCompressedAttention>(c); });

@@ -17,7 +17,7 @@
 
 namespace eng {
 
-ENG_REGISTER_ATTENTION("nystrom",
+ENG_REGISTER_ATTENTION(nystrom, "nystrom",
                        "Nystromformer (Xiong et al. 2021): segment-mean landmarks, F~ pinv(A~) B~ V with an iterative "
                        "pseudo-inverse, optional conv skip; O(n m), non-causal",
                        [](const AttentionConfig& c) { return std::make_unique<NystromAttention>(c); });

@@ -17,7 +17,7 @@
 
 namespace eng {
 
-ENG_REGISTER_ATTENTION("performer",
+ENG_REGISTER_ATTENTION(performer, "performer",
                        "Performer / FAVOR+ (Choromanski et al. 2021): positive orthogonal random features, causal or "
                        "not, RNN form",
                        [](const AttentionConfig& c) { return std::make_unique<PerformerAttention>(c); });

@@ -65,7 +65,7 @@ std::unique_ptr<Attention> make_random(const AttentionConfig& c) {
 
 }  // namespace
 
-ENG_REGISTER_ATTENTION("random",
+ENG_REGISTER_ATTENTION(random, "random",
                        "random sparse attention: each query block sees random_blocks seeded random key blocks",
                        make_random);
 

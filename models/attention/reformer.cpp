@@ -16,7 +16,7 @@
 
 namespace eng {
 
-ENG_REGISTER_ATTENTION("reformer",
+ENG_REGISTER_ATTENTION(reformer, "reformer",
                        "Reformer LSH attention (Kitaev et al. 2020): shared QK, random-rotation hashes, sorted chunks "
                        "with one chunk of look-back, O(N*chunk), causal or not",
                        [](const AttentionConfig& c) { return std::make_unique<ReformerAttention>(c); },

@@ -1,5 +1,6 @@
-// The attention registry: variants register themselves by name with ENG_REGISTER_ATTENTION, make_attention builds
-// one, reads its options and refuses a causal build of a variant without a causal form.
+// The attention registry: variants register by name with ENG_REGISTER_ATTENTION (explicitly: models/attention/
+// variants.h); make_attention builds one, reads its options and refuses a causal build of a variant without a
+// causal form.
 #include "engine/error.h"
 #include "models/attention/attention.h"
 

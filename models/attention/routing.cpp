@@ -19,7 +19,7 @@
 
 namespace eng {
 
-ENG_REGISTER_ATTENTION("routing",
+ENG_REGISTER_ATTENTION(routing, "routing",
                        "Routing Transformer attention (Roy et al. 2020): online k-means centroids, each takes its top-w "
                        "queries and keys, O(N*w), causal or not",
                        [](const AttentionConfig& c) { return std::make_unique<RoutingAttention>(c); },

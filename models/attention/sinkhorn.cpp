@@ -19,7 +19,7 @@
 
 namespace eng {
 
-ENG_REGISTER_ATTENTION("sinkhorn",
+ENG_REGISTER_ATTENTION(sinkhorn, "sinkhorn",
                        "Sparse Sinkhorn attention (Tay et al. 2020): a learned sorting network and Sinkhorn "
                        "normalisation sort key blocks; local + sorted block, SortCut, O(N*block), causal or not",
                        [](const AttentionConfig& c) { return std::make_unique<SinkhornAttention>(c); },

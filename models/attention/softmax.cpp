@@ -10,7 +10,7 @@
 
 namespace eng {
 
-ENG_REGISTER_ATTENTION("softmax", "softmax attention (Vaswani et al. 2017); flash kernel, impl=naive for the reference",
+ENG_REGISTER_ATTENTION(softmax, "softmax", "softmax attention (Vaswani et al. 2017); flash kernel, impl=naive for the reference",
                        [](const AttentionConfig& c) { return std::make_unique<SoftmaxAttention>(c); });
 
 SoftmaxAttention::SoftmaxAttention(const AttentionConfig& config) {
@@ -77,7 +77,7 @@ std::pair<Tensor, Tensor> kv_cache_append(KVCacheState& cache, const Tensor& k, 
 Tensor kv_cache_step(Attention& a, const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
                      const AttentionMask& mask, bool keys) {
   const std::string who = "attention '" + a.name() + "'";
-  auto* cache = dynamic_cast<KVCacheState*>(&state);
+  auto* cache = tag_cast<KVCacheState>(&state);
   ENG_CHECK(cache, who, " step: the state was not made by this variant's new_state()");
   const auto [ck, cv] = kv_cache_append(*cache, keys ? k : Tensor(), v, who);
   const int64_t B = q.size(0), H = q.size(1), L = cv.size(2);

@@ -22,6 +22,7 @@ namespace eng {
 // Keys [B, H, capacity, D] and values [B, H, capacity, Dv]; positions < stored hold data. The capacity
 // doubles when full, so appending N positions copies O(N) positions in all.
 struct KVCacheState : AttentionState {
+  ENG_TYPE_TAG(KVCacheState, AttentionState)
   Tensor k, v;
   int64_t stored = 0;
   int64_t capacity() const { return v.defined() ? v.size(2) : 0; }
@@ -43,6 +44,7 @@ Tensor kv_cache_step(Attention& a, const Tensor& q, const Tensor& k, const Tenso
 
 class SoftmaxAttention : public Attention {
  public:
+  ENG_TYPE_TAG(SoftmaxAttention, Attention)
   explicit SoftmaxAttention(const AttentionConfig& config);
   std::string name() const override { return "softmax"; }
   std::unique_ptr<AttentionState> new_state() const override;

@@ -55,7 +55,7 @@ std::unique_ptr<Attention> make_sparse_fixed(const AttentionConfig& c) {
 
 }  // namespace
 
-ENG_REGISTER_ATTENTION("sparse-fixed", "Sparse Transformer fixed attention (Child et al. 2019), per head or merged",
+ENG_REGISTER_ATTENTION(sparse_fixed, "sparse-fixed", "Sparse Transformer fixed attention (Child et al. 2019), per head or merged",
                        make_sparse_fixed);
 
 }  // namespace eng

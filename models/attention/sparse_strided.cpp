@@ -23,7 +23,7 @@ std::unique_ptr<Attention> make_sparse_strided(const AttentionConfig& c) {
 
 }  // namespace
 
-ENG_REGISTER_ATTENTION("sparse-strided", "Sparse Transformer strided attention (Child et al. 2019), per head or merged",
+ENG_REGISTER_ATTENTION(sparse_strided, "sparse-strided", "Sparse Transformer strided attention (Child et al. 2019), per head or merged",
                        make_sparse_strided);
 
 }  // namespace eng

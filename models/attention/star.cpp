@@ -21,7 +21,7 @@ std::unique_ptr<Attention> make_star(const AttentionConfig& c) {
 
 }  // namespace
 
-ENG_REGISTER_ATTENTION("star", "Star-Transformer sparse attention: band of width 3 plus one relay node (position 0)",
+ENG_REGISTER_ATTENTION(star, "star", "Star-Transformer sparse attention: band of width 3 plus one relay node (position 0)",
                        make_star);
 
 }  // namespace eng

@@ -17,7 +17,7 @@ class StatefulSoftmaxAttention : public SoftmaxAttention {
 
 }  // namespace
 
-ENG_REGISTER_ATTENTION("stateful-softmax", "softmax attention generating with a key/value cache (paper appendix C.1)",
+ENG_REGISTER_ATTENTION(stateful_softmax, "stateful-softmax", "softmax attention generating with a key/value cache (paper appendix C.1)",
                        [](const AttentionConfig& c) { return std::make_unique<StatefulSoftmaxAttention>(c); });
 
 }  // namespace eng

@@ -13,7 +13,7 @@
 
 namespace eng {
 
-ENG_REGISTER_ATTENTION("synthesizer",
+ENG_REGISTER_ATTENTION(synthesizer, "synthesizer",
                        "synthesizer (Tay et al. 2020): weights synthesised from each query (kind=dense) or learned "
                        "per position pair (kind=random), keys unused, O(N^2), needs max_len",
                        [](const AttentionConfig& c) { return std::make_unique<SynthesizerAttention>(c); });

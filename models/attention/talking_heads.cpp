@@ -12,7 +12,7 @@
 
 namespace eng {
 
-ENG_REGISTER_ATTENTION("talking-heads",
+ENG_REGISTER_ATTENTION(talking_heads, "talking-heads",
                        "talking-heads attention (Shazeer et al. 2020): logits and weights mixed across heads by "
                        "learned [H, H] matrices around the softmax, O(N^2)",
                        [](const AttentionConfig& c) { return std::make_unique<TalkingHeadsAttention>(c); });

@@ -56,10 +56,11 @@ class ProbeAttention : public Attention {
     return matmul(p, v);
   }
 };
-ENG_REGISTER_ATTENTION("spectrum-probe", "softmax attention that keeps its probabilities (bench spectrum only)",
+ENG_REGISTER_ATTENTION(spectrum_probe, "spectrum-probe", "softmax attention that keeps its probabilities (bench spectrum only)",
                        [](const AttentionConfig&) { return std::make_unique<ProbeAttention>(); });
 
 int run(int argc, char** argv) {
+  register_attention_spectrum_probe();
   Cli cli("bench spectrum", "Singular values of a trained model's attention maps (Linformer's Figure 1).");
   auto& path = cli.add_string("checkpoint", "", "a decoder-only copy or text checkpoint trained with softmax attention");
   auto& data = cli.add_string("data", "", "text checkpoints: the corpus the model was trained on");
