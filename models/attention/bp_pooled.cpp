@@ -155,8 +155,8 @@ Tensor BPPooledAttention::attend_step(const Tensor& q, const Tensor& k, const Te
       softmax_row(logits, vals, Dv, &out[size_t((b * H + h) * Dv)]);
     }
   for (int64_t bg = 0; K > 0 && bg < s->BG; ++bg) {  // nodes are read only when k > 0
-    const std::vector<double> kr(&kk[size_t(bg * D)], &kk[size_t((bg + 1) * D)]);
-    const std::vector<double> vr(&vv[size_t(bg * Dv)], &vv[size_t((bg + 1) * Dv)]);
+    const std::vector<double> kr(kk.begin() + bg * D, kk.begin() + (bg + 1) * D);
+    const std::vector<double> vr(vv.begin() + bg * Dv, vv.begin() + (bg + 1) * Dv);
     ENG_DISPATCH(s->dtype, T, climb<T>(s->keys, s->BG, bg, D, K, t, kr); climb<T>(s->values, s->BG, bg, Dv, K, t, vr));
   }
   ++s->stored;
