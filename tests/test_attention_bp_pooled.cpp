@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/allocator.h"
 #include "engine/autograd.h"
 #include "engine/rng.h"
 #include "models/attention/attention.h"
@@ -169,6 +170,30 @@ TEST_CASE("bp-transformer nodes=pooled: a 2-layer model generated with step() eq
   }
   CHECK(generated_vs_parallel(2, 1, 37, DType::F32) < 1e-5);
   CHECK(generated_vs_parallel(2, 0, 9, DType::F64) < 1e-10);
+}
+
+TEST_CASE("bp-transformer nodes=pooled: the state holds k + 1 tokens, and per level k nodes and one sum") {
+  // window 2, batch 1, 2 heads, keys 3 and values 2 wide: the allocator's live bytes after each of 64 steps.
+  auto a = pooled(2, 2, true);
+  NoGradGuard no_grad;
+  const Tensor q = uniform({1, 2, 64, 3}, 7), k = uniform({1, 2, 64, 3}, 8), v = uniform({1, 2, 64, 2}, 9);
+  const size_t before = allocator::stats().live_bytes;
+  auto state = a->new_state();
+  AttentionMask row;
+  row.causal = true;
+  for (int64_t t = 0; t < 64; ++t) {
+    CAPTURE(t);
+    row.query_offset = t;
+    a->step(narrow(q, 2, t, 1), narrow(k, 2, t, 1), narrow(v, 2, t, 1), *state, row);
+    state->length = t + 1;
+    // After t + 1 tokens, levels 0 .. L = floor(log2(t + 1)) have a pending sum [2 heads, W] and levels 1 .. L a
+    // ring [2 heads, k = 2, W]; plus the ring of k + 1 = 3 tokens; W = 3 for keys, 2 for values; f64 tensors in
+    // blocks of whole 64 bytes (engine/allocator.h).
+    int64_t L = 0;
+    while ((int64_t(2) << L) <= t + 1) ++L;
+    auto block = [](int64_t slots) { return (8 * 2 * slots * 3 + 63) / 64 * 64 + (8 * 2 * slots * 2 + 63) / 64 * 64; };
+    CHECK(allocator::stats().live_bytes - before == size_t(block(3) + (L + 1) * block(1) + L * block(2)));
+  }
 }
 
 TEST_CASE("bp-transformer nodes=pooled: what it refuses") {

@@ -13,6 +13,7 @@
 // completes when its last token arrives. O(k log t D) per step and in memory. Node sums add in the tensor's dtype
 // in the order the parallel form adds them (left + right, level by level), and the means multiply by 2^-l (exact),
 // so both forms see bit-identical nodes; the step's softmax then runs in double.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -46,10 +47,11 @@ Tensor with_span_nodes(const Tensor& x, const BinaryPartition& p) {
   return concat(parts, 2);
 }
 
-// One side (keys or values, W wide) of the recurrent state, for BG = batch x K/V heads rows, laid [bg][slot][w].
+// One side (keys or values, W wide) of the recurrent state, for BG = batch x K/V heads rows; f64 tensors, so that
+// the allocator's counters see the state (bench generate).
 struct PooledSide {
-  std::vector<double> tokens;                  // token j in slot j mod (k + 1)
-  std::vector<std::vector<double>> ring, pend;  // ring[l] (l >= 1): node (l, m) in slot m mod k; pend[l]: a sum
+  Tensor tokens;                     // [BG, k + 1, W]: token j in slot j mod (k + 1)
+  std::vector<Tensor> ring, pend;    // ring[l] (l >= 1): [BG, k, W], node (l, m) in slot m mod k; pend[l]: [BG, W]
 };
 
 struct PooledState : AttentionState {
@@ -63,8 +65,8 @@ struct PooledState : AttentionState {
 template <class T>
 void climb(PooledSide& s, int64_t BG, int64_t bg, int64_t W, int64_t k, int64_t t, std::vector<double> c) {
   for (size_t l = 0;; ++l) {
-    if (s.pend.size() <= l) s.pend.emplace_back(size_t(BG * W));
-    double* pend = &s.pend[l][size_t(bg * W)];
+    if (s.pend.size() <= l) s.pend.push_back(zeros({BG, W}, DType::F64));
+    double* pend = s.pend[l].data<double>() + bg * W;
     const int64_t m = t >> l;
     if (m % 2 == 0) {
       std::copy(c.begin(), c.end(), pend);
@@ -72,8 +74,8 @@ void climb(PooledSide& s, int64_t BG, int64_t bg, int64_t W, int64_t k, int64_t 
     }
     const T inv = T(std::ldexp(1.0, -int(l + 1)));
     if (s.ring.size() <= l + 1) s.ring.resize(l + 2);
-    if (s.ring[l + 1].empty()) s.ring[l + 1].resize(size_t(BG * k * W));
-    double* node = &s.ring[l + 1][size_t((bg * k + (m >> 1) % k) * W)];
+    if (!s.ring[l + 1].defined()) s.ring[l + 1] = zeros({BG, k, W}, DType::F64);
+    double* node = s.ring[l + 1].data<double>() + (bg * k + (m >> 1) % k) * W;
     for (int64_t w = 0; w < W; ++w) {
       c[size_t(w)] = double(T(pend[w]) + T(c[size_t(w)]));
       node[w] = double(T(c[size_t(w)]) * inv);
@@ -111,8 +113,8 @@ void BPPooledAttention::start(PooledState& s, const Tensor& k, const Tensor& v) 
   ENG_CHECK(k.dtype() == DType::F32 || k.dtype() == DType::F64, who, ": k and v must be f32 or f64");
   if (s.stored == 0) {
     s.BG = k.size(0) * k.size(1), s.D = k.size(3), s.Dv = v.size(3), s.dtype = k.dtype();
-    s.keys.tokens.assign(size_t(s.BG * (k_ + 1) * s.D), 0.0);
-    s.values.tokens.assign(size_t(s.BG * (k_ + 1) * s.Dv), 0.0);
+    s.keys.tokens = zeros({s.BG, k_ + 1, s.D}, DType::F64);
+    s.values.tokens = zeros({s.BG, k_ + 1, s.Dv}, DType::F64);
   }
   ENG_CHECK(k.size(0) * k.size(1) == s.BG && k.size(3) == s.D && v.size(3) == s.Dv && k.dtype() == s.dtype, who,
             ": k ", k.shape(), " and v ", v.shape(), " do not fit the state's first step");
@@ -127,9 +129,11 @@ Tensor BPPooledAttention::attend_step(const Tensor& q, const Tensor& k, const Te
   NoGradGuard no_grad;
   const int64_t B = q.size(0), H = q.size(1), G = k.size(1), D = s->D, Dv = s->Dv, t = s->stored, K = k_;
   const std::vector<double> qq = q.to_vector(), kk = k.to_vector(), vv = v.to_vector();
+  double* tok_k = s->keys.tokens.data<double>();
+  double* tok_v = s->values.tokens.data<double>();
   for (int64_t bg = 0; bg < s->BG; ++bg) {  // token t enters its ring slot before its row reads it
-    std::copy_n(&kk[size_t(bg * D)], D, &s->keys.tokens[size_t((bg * (K + 1) + t % (K + 1)) * D)]);
-    std::copy_n(&vv[size_t(bg * Dv)], Dv, &s->values.tokens[size_t((bg * (K + 1) + t % (K + 1)) * Dv)]);
+    std::copy_n(kk.begin() + bg * D, D, tok_k + (bg * (K + 1) + t % (K + 1)) * D);
+    std::copy_n(vv.begin() + bg * Dv, Dv, tok_v + (bg * (K + 1) + t % (K + 1)) * Dv);
   }
   const double scale = scale_for(D);
   std::vector<double> out(size_t(B * H * Dv)), logits, vals;
@@ -145,13 +149,12 @@ Tensor BPPooledAttention::attend_step(const Tensor& q, const Tensor& k, const Te
         vals.insert(vals.end(), value, value + Dv);
       };
       for (int64_t j = std::max<int64_t>(t - K, 0); j <= t; ++j)
-        add(&s->keys.tokens[size_t((bg * (K + 1) + j % (K + 1)) * D)],
-            &s->values.tokens[size_t((bg * (K + 1) + j % (K + 1)) * Dv)]);
+        add(tok_k + (bg * (K + 1) + j % (K + 1)) * D, tok_v + (bg * (K + 1) + j % (K + 1)) * Dv);
       // Nodes of the complete spans before t's own, read before token t completes any span.
       for (int64_t l = 1; K > 0 && (t >> l) >= 1; ++l)
         for (int64_t m = std::max<int64_t>((t >> l) - K, 0); m < (t >> l); ++m)
-          add(&s->keys.ring[size_t(l)][size_t((bg * K + m % K) * D)],
-              &s->values.ring[size_t(l)][size_t((bg * K + m % K) * Dv)]);
+          add(s->keys.ring[size_t(l)].data<double>() + (bg * K + m % K) * D,
+              s->values.ring[size_t(l)].data<double>() + (bg * K + m % K) * Dv);
       softmax_row(logits, vals, Dv, &out[size_t((b * H + h) * Dv)]);
     }
   for (int64_t bg = 0; K > 0 && bg < s->BG; ++bg) {  // nodes are read only when k > 0
