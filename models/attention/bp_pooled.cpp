@@ -50,8 +50,8 @@ Tensor with_span_nodes(const Tensor& x, const BinaryPartition& p) {
 // One side (keys or values, W wide) of the recurrent state, for BG = batch x K/V heads rows; f64 tensors, so that
 // the allocator's counters see the state (bench generate).
 struct PooledSide {
-  Tensor tokens;                     // [BG, k + 1, W]: token j in slot j mod (k + 1)
-  std::vector<Tensor> ring, pend;    // ring[l] (l >= 1): [BG, k, W], node (l, m) in slot m mod k; pend[l]: [BG, W]
+  Tensor tokens;                   // [BG, k + 1, W]: token j in slot j mod (k + 1)
+  std::vector<Tensor> ring, pend;  // ring[l] (l >= 1): [BG, k, W], node (l, m) in slot m mod k; pend[l]: [BG, W]
 };
 
 struct PooledState : AttentionState {
