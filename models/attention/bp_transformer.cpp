@@ -13,6 +13,7 @@
 #include "models/attention/bp_transformer.h"
 
 #include <cstdlib>
+#include <string>
 
 #include "engine/error.h"
 #include "models/attention/sparse_attention.h"
@@ -100,17 +101,23 @@ class BPTransformerAttention : public SparseAttention {
   int64_t positions(int64_t tokens) const override { return BinaryPartition(tokens).length(); }
 };
 
+// nodes=appended (the default): the caller appends the nodes' inputs; nodes=pooled: the attention pools them
+// (models/attention/bp_pooled.cpp).
 std::unique_ptr<Attention> make_bp_transformer(const AttentionConfig& c) {
   const int64_t k = c.options.get_int("window", 4, IntRange::at_least(0));
-  return std::make_unique<BPTransformerAttention>(
-      "bp-transformer", c, [k](const PatternGeometry& g) { return std::make_unique<BinaryTree>(g, k); }, "",
-      SparseStep{kNoStep});
+  const std::string nodes = c.options.get_string("nodes", "appended");
+  ENG_CHECK(nodes == "appended" || nodes == "pooled",
+            "attention 'bp-transformer': option nodes expects appended or pooled, got '", nodes, "'");
+  PatternBuilder tree = [k](const PatternGeometry& g) { return std::make_unique<BinaryTree>(g, k); };
+  if (nodes == "pooled") return make_bp_pooled(c, k, std::move(tree));
+  return std::make_unique<BPTransformerAttention>("bp-transformer", c, std::move(tree), "", SparseStep{kNoStep});
 }
 
 }  // namespace
 
+// The sweep runs the pooled form: T tokens in, and a recurrent form to check against the parallel one.
 ENG_REGISTER_ATTENTION(bp_transformer, "bp-transformer",
                        "BP-Transformer attention: tokens see neighbours and k spans per level of a binary partition",
-                       make_bp_transformer);
+                       make_bp_transformer, {{"nodes", "pooled"}});
 
 }  // namespace eng

@@ -70,9 +70,9 @@ class SparseAttention : public Attention {
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) override;
   Tensor attend_step(const Tensor& q, const Tensor& k, const Tensor& v, AttentionState& state,
                      const AttentionMask& mask) override;
+  double scale_for(int64_t head_dim) const;  // the `scale` option, else 1/sqrt(D)
 
  private:
-  double scale_for(int64_t head_dim) const;
   std::string name_, no_causal_;
   PatternBuilder builder_;
   int64_t block_ = 64;
