@@ -144,7 +144,7 @@ $(BUILD)/%: $(BUILD)/obj/tools/%.o $(REGISTER_ALL_OBJ) $(BUILD)/libengine.a
 	$(CXX) $(filter %.o,$^) $(BUILD)/libengine.a $(LDFLAGS) -o $@
 
 # bench train times build/train's data-parallel step: it links those of train's objects.
-BENCH_TRAIN_OBJ := $(patsubst %,$(BUILD)/obj/tools/train/%.o,data_parallel exact_norm optimizer_shard job)
+BENCH_TRAIN_OBJ := $(patsubst %,$(BUILD)/obj/tools/train/%.o,data_parallel optimizer_shard job)
 $(BUILD)/bench: $(BUILD)/obj/tools/bench.o $(BENCH_OBJ) $(BENCH_TRAIN_OBJ) $(REGISTER_ALL_OBJ) $(BUILD)/libengine.a
 	$(CXX) $(filter %.o,$^) $(BUILD)/libengine.a $(LDFLAGS) -o $@
 
