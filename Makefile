@@ -254,10 +254,10 @@ $(BUILD)/mpi/train: $(BUILD)/obj/tools/train.o $(TRAIN_OBJ) $(REGISTER_ALL_OBJ) 
 	$(CXX) $(filter %.o,$^) $(LINK_LIB) -o $@
 $(BUILD)/mpi/bench: $(BUILD)/obj/tools/bench.o $(BENCH_OBJ) $(BENCH_TRAIN_OBJ) $(REGISTER_ALL_OBJ) $(MPI_OBJ) $(BUILD)/libengine.a
 	$(CXX) $(filter %.o,$^) $(LINK_LIB) -o $@
-$(BUILD)/mpi/comm_check: $(BUILD)/obj/tests/mpi/comm_check.o $(MPI_OBJ) $(BUILD)/libengine.a
+$(BUILD)/mpi/comm_check: $(BUILD)/obj/tests/mpi/comm_check.o $(REGISTER_ALL_OBJ) $(MPI_OBJ) $(BUILD)/libengine.a
 	$(CXX) $(filter %.o,$^) $(LINK_LIB) -o $@
-$(BUILD)/mpi/checkpoint_close: $(BUILD)/obj/tests/mpi/checkpoint_close.o $(BUILD)/libengine.a
-	$(CXX) $< $(BUILD)/libengine.a $(LDFLAGS) -o $@
+$(BUILD)/mpi/checkpoint_close: $(BUILD)/obj/tests/mpi/checkpoint_close.o $(REGISTER_ALL_OBJ) $(BUILD)/libengine.a
+	$(CXX) $(filter %.o,$^) $(BUILD)/libengine.a $(LDFLAGS) -o $@
 -include $(MPI_OBJ:.o=.d) $(BUILD)/obj/tests/mpi/comm_check.d $(BUILD)/obj/tests/mpi/checkpoint_close.d
 .PHONY: test-mpi
 test-mpi: $(BUILD)/mpi/train $(BUILD)/mpi/bench $(BUILD)/mpi/comm_check $(BUILD)/mpi/checkpoint_close $(BUILD)/train
