@@ -2,8 +2,8 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <string>
@@ -138,9 +138,14 @@ void set_limit(size_t bytes, const std::string& reason) {
 }
 
 size_t available_system_memory() {
-  std::ifstream in("/proc/meminfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("MemAvailable:", 0) == 0) return size_t(std::strtoull(line.c_str() + 13, nullptr, 10)) * 1024;
+  if (std::FILE* in = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    unsigned long long kib = 0;
+    bool found = false;
+    while (!found && std::fgets(line, sizeof line, in)) found = std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
+    std::fclose(in);
+    if (found) return size_t(kib) * 1024;
+  }
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
 }

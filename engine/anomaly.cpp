@@ -30,9 +30,7 @@ std::string describe_nonfinite(const Tensor& t) {
   const int64_t i = first_nonfinite(t);
   if (i < 0) return "";
   const double x = to_device(t, Device::CPU).contiguous().to(DType::F64).to_vector()[size_t(i)];
-  std::ostringstream s;
-  s << (std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf") << " at element " << i << " of " << t.shape();
-  return s.str();
+  return str_cat(std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf", " at element ", i, " of ", t.shape());
 }
 
 void set_detect_anomaly(bool on) { g_detect = on; }

@@ -1,7 +1,6 @@
 #include "engine/cli.h"
 
 #include <cstdio>
-#include <sstream>
 
 #include "engine/error.h"
 
@@ -46,9 +45,7 @@ int64_t& Cli::add_int(const std::string& name, int64_t def, IntRange range, cons
 
 double& Cli::add_double(const std::string& name, double def, RealRange range, const std::string& help) {
   ENG_CHECK(range.contains(def), "cli: the default ", def, " of --", name, " is outside its range", range.text());
-  std::ostringstream text;
-  text << def;
-  Flag& f = add(name, help, text.str());
+  Flag& f = add(name, help, general_text(def, 6));
   f.range_text = range.text();
   f.kind = Flag::Double;
   f.d = def;

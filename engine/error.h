@@ -3,9 +3,13 @@
 // In a build without exceptions (-fno-exceptions: an embedding program, docs/embedding.md) a failed check calls the
 // error handler with the message instead, then aborts.
 #pragma once
-#include <sstream>
+#include <charconv>
+#include <cstdint>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "engine/dtype.h"
@@ -17,8 +21,40 @@ struct Error : std::runtime_error {
 };
 
 std::string shape_str(const Shape& s);
-inline std::ostream& operator<<(std::ostream& os, const Shape& s) { return os << shape_str(s); }
-inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
+
+// A message's parts as text, without iostreams (whose locale machinery is most of a lean static program: docs/
+// embedding.md): strings as they are, characters as one character, bool as 1 or 0, integers in decimal, floating
+// point as printf's %g (6 significant digits), shapes as [2, 3], dtypes by name, pointers in hex: what
+// `std::ostream <<` wrote, except that 8-bit integers read as numbers, not characters.
+inline void append_part(std::string& out, std::string_view s) { out += s; }
+inline void append_part(std::string& out, const char* s) { out += s ? s : "(null)"; }
+inline void append_part(std::string& out, char c) { out += c; }
+inline void append_part(std::string& out, const Shape& s) { out += shape_str(s); }
+inline void append_part(std::string& out, DType t) { out += dtype_name(t); }
+inline void append_part(std::string& out, const void* p) {
+  char buf[2 + 2 * sizeof p] = {'0', 'x'};
+  out.append(buf, std::to_chars(buf + 2, buf + sizeof buf, reinterpret_cast<uintptr_t>(p), 16).ptr);
+}
+// printf's %.*g of v, in the classic locale whatever the program's: what JSON and configuration files need.
+inline std::string general_text(double v, int significant) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, significant);
+  return std::string(buf, r.ptr);
+}
+template <class T, std::enable_if_t<std::is_arithmetic_v<T> && !std::is_same_v<T, char>, int> = 0>
+void append_part(std::string& out, T v) {
+  char buf[64];
+  if constexpr (std::is_floating_point_v<T>) {  // printf: its code is in every program already, to_chars' tables not
+    out.append(buf, size_t(std::snprintf(buf, sizeof buf, "%g", double(v))));
+  } else {
+    std::to_chars_result r;
+    if constexpr (std::is_same_v<T, bool>)
+      r = std::to_chars(buf, buf + sizeof buf, int(v));
+    else
+      r = std::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, r.ptr);
+  }
+}
 
 // The handler of failed checks in a build without exceptions; it may end the process its own way. When it returns,
 // the process aborts: the code after a failed check cannot run. The default prints the message to stderr.
@@ -26,14 +62,20 @@ using ErrorHandler = void (*)(const char* message, void* user);
 void set_error_handler(ErrorHandler handler, void* user);  // null: the default
 [[noreturn]] void fail_without_exceptions(const std::string& message);  // calls the handler, then aborts
 
+// The parts of a message as one string (append_part above).
+template <class... Parts>
+std::string str_cat(Parts&&... parts) {
+  std::string s;
+  (append_part(s, std::forward<Parts>(parts)), ...);
+  return s;
+}
+
 template <class... Parts>
 [[noreturn]] void fail(Parts&&... parts) {
-  std::ostringstream os;
-  (os << ... << std::forward<Parts>(parts));
 #if defined(__cpp_exceptions)
-  throw Error(os.str());
+  throw Error(str_cat(std::forward<Parts>(parts)...));
 #else
-  fail_without_exceptions(os.str());
+  fail_without_exceptions(str_cat(std::forward<Parts>(parts)...));
 #endif
 }
 

@@ -7,9 +7,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <climits>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <new>
 
 #include "engine/error.h"
@@ -107,14 +108,23 @@ void check_output_path(const std::string& path, const std::string& who) {
             "of a new one)");
 }
 
+// The path with its directory resolved (symbolic links, "." and ".."), so that a file not written yet still
+// compares by where it would be: realpath(3) of the directory, not std::filesystem (which brings iostreams and
+// locales into every program that links this file: docs/embedding.md).
+static std::string resolved_path(const std::string& p) {
+  const size_t slash = p.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : p.substr(0, slash);
+  char buf[PATH_MAX];
+  if (!::realpath(dir.c_str(), buf)) return p;
+  return std::string(buf) + "/" + (slash == std::string::npos ? p : p.substr(slash + 1));
+}
+
 bool same_file(const std::string& a, const std::string& b) {
   if (a == b) return true;
-  std::error_code ea, eb;
-  const auto ca = std::filesystem::weakly_canonical(a, ea), cb = std::filesystem::weakly_canonical(b, eb);
-  if (!ea && !eb && ca == cb) return true;
   struct stat sa, sb;
-  if (::stat(a.c_str(), &sa) != 0 || ::stat(b.c_str(), &sb) != 0) return false;
-  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0)
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  return resolved_path(a) == resolved_path(b);
 }
 
 AtomicFile::AtomicFile(const std::string& path, const std::string& who) : path_(path), who_(who) {

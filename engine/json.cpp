@@ -1,8 +1,7 @@
 #include "engine/json.h"
 
 #include <cmath>
-#include <locale>
-#include <sstream>
+#include <charconv>
 #include <unordered_set>
 
 #include "engine/error.h"
@@ -174,21 +173,13 @@ static void dump_string(std::string& out, const std::string& s) {
   out += '"';
 }
 
-// Streams with the classic locale, so a global locale with a decimal comma cannot change the text.
-static std::string format_double(double d, int precision) {
-  std::ostringstream os;
-  os.imbue(std::locale::classic());
-  os.precision(precision);
-  os << d;
-  return os.str();
-}
+// to_chars / from_chars: the classic locale whatever the program's, so a decimal comma cannot change the text.
+static std::string format_double(double d, int precision) { return general_text(d, precision); }
 
 static double read_double(const std::string& text, bool& ok) {
-  std::istringstream is(text);
-  is.imbue(std::locale::classic());
   double d = 0;
-  is >> d;
-  ok = !is.fail() && is.peek() == std::char_traits<char>::eof();
+  const auto r = std::from_chars(text.data(), text.data() + text.size(), d);
+  ok = r.ec == std::errc() && r.ptr == text.data() + text.size();
   return d;
 }
 

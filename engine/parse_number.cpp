@@ -4,7 +4,6 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
-#include <sstream>
 
 #include "engine/error.h"
 #include "engine/safe_text.h"
@@ -13,11 +12,7 @@ namespace eng {
 
 namespace {
 
-std::string number_text(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
+std::string number_text(double v) { return general_text(v, 6); }
 
 // A value as it is quoted back in a message: at most 40 bytes, escaped (engine/safe_text.h), so that a hostile
 // argument or file cannot reach the terminal as escape sequences.

@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <sstream>
 #include <type_traits>
 
 #include "engine/allocator.h"
@@ -326,16 +325,15 @@ Tensor Tensor::as_strided(const Shape& shp, const Shape& st, int64_t off) const 
 
 std::string Tensor::str() const {
   if (!defined()) return "Tensor(undefined)";
-  std::ostringstream os;
-  os << "Tensor(shape=" << shape() << ", dtype=" << dtype_name(dtype());
-  if (device() != Device::CPU) os << ", device=" << device_name(device());
+  std::string s = str_cat("Tensor(shape=", shape(), ", dtype=", dtype());
+  if (device() != Device::CPU) s += str_cat(", device=", device_name(device()));
   if (numel() <= 64) {
-    os << ", values=[";
+    s += ", values=[";
     auto v = to_vector();
-    for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
-    os << "]";
+    for (size_t i = 0; i < v.size(); ++i) s += str_cat(i ? ", " : "", v[i]);
+    s += "]";
   }
-  return os.str() + ")";
+  return s + ")";
 }
 
 Tensor empty(const Shape& shape, DType dtype) { return empty_on(shape, dtype, Device::CPU); }

@@ -1,7 +1,7 @@
 #include "models/transformer.h"
 
+#include <algorithm>
 #include <cmath>
-#include <sstream>
 
 #include "engine/autograd.h"
 #include "engine/error.h"
@@ -62,9 +62,10 @@ std::string join_options(const AttentionOptions& o) {
 
 AttentionOptions split_options(const std::string& s) {
   AttentionOptions o;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ';')) {
+  for (size_t begin = 0; begin < s.size();) {
+    const size_t end = std::min(s.find(';', begin), s.size());
+    const std::string item = s.substr(begin, end - begin);
+    begin = end + 1;
     if (item.empty()) continue;
     auto eq = item.find('=');
     ENG_CHECK(eq != std::string::npos && eq > 0, "config: attention option '", item, "' is not name=value");
@@ -73,12 +74,7 @@ AttentionOptions split_options(const std::string& s) {
   return o;
 }
 
-std::string real_text(double v) {
-  std::ostringstream s;
-  s.precision(17);
-  s << v;
-  return s.str();
-}
+std::string real_text(double v) { return general_text(v, 17); }
 
 bool to_bool(const std::string& key, const std::string& v) {
   ENG_CHECK(v == "true" || v == "false", "config: ", key, " must be true or false, got '", v, "'");

@@ -14,7 +14,6 @@
 #include <map>
 #include <memory>
 #include <new>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -40,9 +39,12 @@ namespace {
 
 std::vector<int64_t> parse_ids(const std::string& text, int64_t vocab) {
   std::vector<int64_t> ids;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');)
-    ids.push_back(parse_int(item, {0, vocab - 1}, "embed: PROMPT entry " + std::to_string(ids.size() + 1)));
+  for (size_t begin = 0; begin < text.size();) {  // entries between commas; a trailing comma ends the list
+    const size_t end = std::min(text.find(',', begin), text.size());
+    ids.push_back(parse_int(text.substr(begin, end - begin), {0, vocab - 1},
+                            "embed: PROMPT entry " + std::to_string(ids.size() + 1)));
+    begin = end + 1;
+  }
   ENG_CHECK(!ids.empty(), "embed: PROMPT is empty");
   return ids;
 }
