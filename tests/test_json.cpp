@@ -22,6 +22,11 @@ TEST_CASE("json: literals, numbers and their types") {
   CHECK(Json::parse("2.0").type() == Json::Type::Double);
   CHECK(Json::parse("7").as_double() == 7.0);             // an int reads as a double too
   CHECK(Json::parse("1e-400").as_double() == 0.0);        // underflow rounds to zero, like strtod
+  CHECK(std::signbit(Json::parse("-1e-400").as_double()));  // a zero of the number's sign
+  CHECK(Json::parse("0." + std::string(400, '0') + "1").as_double() == 0.0);
+  CHECK_THROWS_WITH(Json::parse("1e400"), "json: number 1e400 is out of range at byte 0");
+  CHECK_THROWS(Json::parse("1" + std::string(400, '0') + "e-10"));  // 1e390: too large, whatever the exponent's sign
+  CHECK(Json::parse("1" + std::string(300, '0') + "e-10").as_double() == 1e290);
   CHECK_THROWS_WITH(Json::parse("1.5").as_int(), "json: expected an integer, got a number");
   CHECK_THROWS_WITH(Json(1).as_string(), "json: expected a string, got an integer");
   CHECK_THROWS_WITH(Json("x").as_array(), "json: expected an array, got a string");
