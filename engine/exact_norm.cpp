@@ -33,11 +33,12 @@ void ExactSquares::add(const float* x, size_t n) {
     const uint64_t mantissa = uint64_t(std::ldexp(m, 53));  // d = mantissa 2^(e - 53), exactly
     const int bit = e - 53 - kLowest;
     const int limb = bit / 32, shift = bit % 32;
-    // mantissa << shift spans at most 85 bits: three limbs, each receiving less than 2^32
-    const unsigned __int128 v = static_cast<unsigned __int128>(mantissa) << shift;
-    limbs[size_t(limb)] += uint64_t(v) & 0xffffffffull;
-    limbs[size_t(limb) + 1] += uint64_t(v >> 32) & 0xffffffffull;
-    limbs[size_t(limb) + 2] += uint64_t(v >> 64);
+    // mantissa << shift spans at most 85 bits: three limbs, each receiving less than 2^32. In 64-bit halves (no
+    // __int128 on 32-bit targets): the shifted value's bits 0..63, then the bits shifted past 64.
+    const uint64_t low = mantissa << shift, high = shift == 0 ? 0 : mantissa >> (64 - shift);
+    limbs[size_t(limb)] += low & 0xffffffffull;
+    limbs[size_t(limb) + 1] += low >> 32;
+    limbs[size_t(limb) + 2] += high;
     if (++pending == (uint64_t(1) << 31)) normalize();  // each limb stays below 2^63
   }
 }
