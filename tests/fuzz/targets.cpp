@@ -24,9 +24,15 @@ namespace eng::fuzz {
 
 namespace {
 
-// The readers take paths, so each input goes through a file of this process's own.
-std::string write_input(const uint8_t* data, size_t size) {
+// The readers take paths, so each input goes through a file of this process's own, removed when it exits.
+struct InputFile {
   const std::string path = "/tmp/eng_fuzz_" + std::to_string(getpid()) + ".bin";
+  ~InputFile() { std::remove(path.c_str()); }
+};
+
+std::string write_input(const uint8_t* data, size_t size) {
+  static const InputFile file;
+  const std::string& path = file.path;
   std::FILE* f = std::fopen(path.c_str(), "wb");
   ENG_CHECK(f, "fuzz: cannot write ", path);
   if (size > 0) std::fwrite(data, 1, size, f);

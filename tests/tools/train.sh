@@ -105,8 +105,8 @@ fi
 
 # Kill -9 mid-run, resume, compare with an uninterrupted run (same flags, same threads). The killed run's log keeps
 # every row it wrote; the resumed run continues it: one header, each step once, elapsed_s never going back.
-run=(copy --layers 2 --d-model 32 --heads 2 --seq-len 16 --steps 200 --batch 16 --dropout 0.1 --eval-every 50
-     --checkpoint-every 10 --threads 2)
+run=(copy --layers 2 --d-model 32 --heads 2 --seq-len 16 --steps 80 --batch 16 --dropout 0.1 --eval-every 20
+     --checkpoint-every 5 --threads 2)
 t0=$(date +%s%N)
 train "${run[@]}" --checkpoint "$dir/straight.st" --log "$dir/straight.csv" >/dev/null 2>&1; check "uninterrupted run" $?
 # The kill lands at a random moment within the uninterrupted run's duration (on this machine, in this build).
@@ -121,10 +121,10 @@ logged=$(($(wc -l <"$dir/killed.csv") - 1))
 if [ -f "$dir/killed.st" ]; then
   at=$(awk -F, 'NR > 1 { s = $1 } END { print s + 0 }' "$dir/killed.csv")
   train "${run[@]}" --checkpoint "$dir/killed.st" --resume "$dir/killed.st" --log "$dir/killed.csv" >"$dir/resume.out" 2>&1 ||
-    grep -q "is at step 200, not before --steps 200: nothing is left to train" "$dir/resume.out"  # it had finished
+    grep -q "is at step 80, not before --steps 80: nothing is left to train" "$dir/resume.out"  # it had finished
   rc=$?
   from=$(grep -o 'resumed from .* at step [0-9]*' "$dir/resume.out" | sed 's/.* //')
-  check "resume after SIGKILL (from step ${from:-200, the run had finished}; the log had $logged rows, to step $at)" $rc
+  check "resume after SIGKILL (from step ${from:-80, the run had finished}; the log had $logged rows, to step $at)" $rc
 else
   train "${run[@]}" --checkpoint "$dir/killed.st" --log "$dir/killed.csv" >/dev/null 2>&1
   check "rerun (killed before a checkpoint; the log had $logged rows)" $?
