@@ -22,7 +22,8 @@ class PixelTask {
   const ImageDataset& images() const { return images_; }
 
   // `batch` images drawn uniformly (with replacement) by `rng`.
-  // Images drawn uniformly (with replacement). Rows [first_row, first_row + batch) of a batch drawn from `stream`: row g from stream.fork(g) alone.
+  // Images drawn uniformly (with replacement): rows [first_row, first_row + batch) of a batch drawn from `stream`,
+  // row g from stream.fork(g) alone.
   LMBatch sample(const Rng& stream, int64_t first_row, int64_t batch) const;
   // Images first .. first + count - 1, in order (evaluation over a whole split).
   LMBatch range(int64_t first, int64_t count) const;

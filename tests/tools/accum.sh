@@ -31,8 +31,8 @@ close_losses "$dir/rows1.csv" "$dir/rows2.csv" && close_losses "$dir/rows1.csv" 
 check "train with dropout: --batch 6, --batch 3 --accum 2 and --batch 2 --accum 3 give the same losses (1e-6)" $?
 for split in "6 1" "3 2" "2 3"; do
   read -r b a <<<"$split"
-  train "${rows[@]}" --attention reformer --reversible --batch "$b" --accum "$a" --log "$dir/lsh$a.csv" >/dev/null 2>&1 ||
-    echo "train --attention reformer --accum $a failed"
+  train "${rows[@]}" --attention reformer --reversible --batch "$b" --accum "$a" --log "$dir/lsh$a.csv" \
+    >/dev/null 2>&1 || echo "train --attention reformer --accum $a failed"
 done
 close_losses "$dir/lsh1.csv" "$dir/lsh2.csv" && close_losses "$dir/lsh1.csv" "$dir/lsh3.csv"
 check "the same with reformer's rotations in a reversible stack" $?
