@@ -21,7 +21,7 @@ GRADCHECK("dropout") {
 }
 
 TEST_CASE("dropout: a seed reproduces the mask, which matches a serial draw per row") {
-  const int64_t rows = 250, cols = 400, n = rows * cols;
+  const int64_t rows = 200, cols = 200, n = rows * cols;
   const double p = 0.3;
   Rng r1(42), r2(42), r3(43);
   Tensor x = ones({rows, cols}, DType::F64);
@@ -41,7 +41,7 @@ TEST_CASE("dropout: a seed reproduces the mask, which matches a serial draw per 
     total += a[size_t(i)];
   }
   CHECK(mismatches == 0);
-  CHECK(double(kept) / double(n) == doctest::Approx(1 - p).epsilon(0.02));  // sd ~ 0.0015 here
+  CHECK(double(kept) / double(n) == doctest::Approx(1 - p).epsilon(0.02));  // sd ~ 0.0023 here
   CHECK(total / double(n) == doctest::Approx(1.0).epsilon(0.02));          // inverted scaling keeps the mean
   // a second call continues the stream: a different mask
   CHECK(dropout(x, p, r1).to_vector() != a);
