@@ -39,3 +39,8 @@ check "the same with reformer's rotations in a reversible stack" $?
 train "${rows[@]}" --batch 6 --dropout 0.2 --log "$dir/rows_other.csv" >/dev/null 2>&1 &&
   ! close_losses "$dir/rows1.csv" "$dir/rows_other.csv"
 check "the loss comparison can fail: other dropout masks give other losses" $?
+out=$(train text --data README.md --layers 1 --d-model 16 --heads 2 --seq-len 8 --mem-len 8 --batch 2 --accum 2 \
+      --steps 1 --threads 1 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "train: --mem-len reads consecutive streams, one memory for the whole batch, and does not \
+split over ranks or micro-batches" <<<"$out" && ! grep -q "^step" <<<"$out"
+check "--mem-len with --accum 2: refused before any step" $?
