@@ -149,7 +149,7 @@ int text(const uint8_t* data, size_t size) {
     Rng rng(7);
     for (TextSplit s : {TextSplit::Train, TextSplit::Valid, TextSplit::Test}) {
       if (corpus.num_windows(s, len) > 0) (void)corpus.windows(s, 0, 1, len);
-      (void)corpus.sample(s, 2, len, rng);
+      (void)corpus.sample(s, rng, 0, 2, len);
     }
   });
 }
