@@ -125,9 +125,9 @@ void drive(const GemmArgs<float>& g, const Path& path, bool threaded) {
   const int64_t depth_max = Path::depth(std::min(path.kc(), g.K));
   // Columns in chunks whose packed slice fits kSlabElems (all of B's columns for the usual shapes).
   const int64_t chunk = std::min(n_panels, std::max(path.nc() / nr, kSlabElems / (depth_max * nr)));
-  // Row blocks of at most mc rows, at least two per thread; column blocks only when the rows run out.
+  // Row blocks of at most mc rows (row_jobs); column blocks only when the rows run out.
   const int64_t threads = threaded ? num_threads() : 1;
-  const int64_t jobs_m = std::max(ceil_div(m_tiles, path.mc() / mr), std::min(m_tiles, 2 * threads));
+  const int64_t jobs_m = row_jobs(m_tiles, path.mc() / mr, threads);
   const int64_t jobs_n = threads == 1 ? 1 : std::min(chunk, ceil_div(2 * threads, jobs_m));
   P* bp = scratch<P>(kSlotB, chunk * depth_max * nr);
   for (int64_t p0 = 0; p0 < n_panels; p0 += chunk) {
