@@ -76,16 +76,17 @@ ENG_AVX512BF16 void pack_pairs_across_k(const float* src, int64_t cs, int64_t ro
   alignas(64) static constexpr int16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
                                                           8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
   const __m512i interleave = _mm512_load_si512(kInterleave);
-  for (int64_t k = 0; k < kc; k += 2, dst += width)
-    for (int64_t r0 = 0; r0 < width; r0 += 16) {
-      const int64_t n = std::clamp<int64_t>(rows - r0, 0, 16);
-      const __mmask16 keep = __mmask16((1u << n) - 1);
-      const __mmask16 store = __mmask16((1u << std::min<int64_t>(16, width - r0)) - 1);
+  for (int64_t r0 = 0; r0 < width; r0 += 16) {  // the masks once per 16 columns, not per pair of k
+    const __mmask16 keep = __mmask16((1u << std::clamp<int64_t>(rows - r0, 0, 16)) - 1);
+    const __mmask16 store = __mmask16((1u << std::min<int64_t>(16, width - r0)) - 1);
+    uint32_t* d = dst + r0;
+    for (int64_t k = 0; k < kc; k += 2, d += width) {
       const __m512 even = _mm512_maskz_loadu_ps(keep, src + k * cs + r0);
       const __m512 odd = k + 1 < kc ? _mm512_maskz_loadu_ps(keep, src + (k + 1) * cs + r0) : _mm512_setzero_ps();
       const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(odd, even);  // even in the low half, odd in the high
-      _mm512_mask_storeu_epi32(dst + r0, store, _mm512_maskz_permutexvar_epi16(~__mmask32(0), interleave, both));
+      _mm512_mask_storeu_epi32(d, store, _mm512_maskz_permutexvar_epi16(~__mmask32(0), interleave, both));
     }
+  }
 }
 
 ENG_AVX512BF16 void pack(const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t width, int64_t kc,
