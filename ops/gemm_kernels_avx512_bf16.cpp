@@ -57,10 +57,10 @@ ENG_AVX512BF16 void pack_pairs_along_k(const float* src, int64_t rs, int64_t row
       const __mmask16 hi = __mmask16((1u << std::max<int64_t>(0, nk - 16)) - 1);
       __m512 v[16];
       for (int i = 0; i < 16; ++i) {
+        v[i] = _mm512_setzero_ps();
+        if (r0 + i >= rows) continue;
         const float* s = src + (r0 + i) * rs + k0;
-        v[i] = r0 + i < rows
-                   ? (__m512)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, s + 16), _mm512_maskz_loadu_ps(lo, s))
-                   : _mm512_setzero_ps();
+        v[i] = (__m512)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, s + 16), _mm512_maskz_loadu_ps(lo, s));
       }
       transpose16(v);
       for (int64_t i = 0; i < std::min<int64_t>(16, depth - p0); ++i)
