@@ -1,6 +1,8 @@
 #include "ops/gemm.h"
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <type_traits>
 
 #include "engine/error.h"
@@ -316,14 +318,17 @@ void gemm_packed(const GemmArgs<T>& g, const KernelSet<T>& ks, bool threaded) {
   for (int64_t p0 = 0; p0 < n_panels; p0 += chunk)
     for (int64_t s0 = 0; s0 < g.K; s0 += slab_rows) {
       const Slab<T> b{bp, p0, std::min(chunk, n_panels - p0), s0, std::min(slab_rows, g.K - s0)};
-      parallel_for(0, b.np, threaded ? 1 : b.np, [&](int64_t lo, int64_t hi) {
-        for (int64_t k0 = 0; k0 < b.sk; k0 += ks.kc) {
-          const int64_t kc = std::min(ks.kc, b.sk - k0);
-          for (int64_t q = lo; q < hi; ++q) pack_b(g, ks, (p0 + q) * nr, s0 + k0, kc, bp + (k0 * b.np + q * kc) * nr);
-        }
-      });
-      parallel_for(0, jobs_m * jobs_n, threaded ? 1 : jobs_m * jobs_n, [&](int64_t lo, int64_t hi) {
-        for (int64_t job = lo; job < hi; ++job) {
+      // One parallel region per slab (as in ops/gemm_bf16.cpp): the threads pack B's panels as they claim them,
+      // wait until all are packed (packing never waits), then take jobs as they come.
+      std::atomic<int64_t> next_panel{0}, packed{0}, next_job{0};
+      parallel_for(0, threads, 1, [&](int64_t, int64_t) {
+        for (int64_t q; (q = next_panel.fetch_add(1)) < b.np; packed.fetch_add(1, std::memory_order_release))
+          for (int64_t k0 = 0; k0 < b.sk; k0 += ks.kc) {
+            const int64_t kc = std::min(ks.kc, b.sk - k0);
+            pack_b(g, ks, (p0 + q) * nr, s0 + k0, kc, bp + (k0 * b.np + q * kc) * nr);
+          }
+        while (packed.load(std::memory_order_acquire) < b.np) std::this_thread::yield();
+        for (int64_t job; (job = next_job.fetch_add(1)) < jobs_m * jobs_n;) {
           const int64_t jm = job / jobs_n, jn = job % jobs_n;
           const int64_t m0 = m_tiles * jm / jobs_m * mr, m1 = std::min(g.M, m_tiles * (jm + 1) / jobs_m * mr);
           packed_job(g, ks, b, m0, m1 - m0, b.np * jn / jobs_n, b.np * (jn + 1) / jobs_n);
