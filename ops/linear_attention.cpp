@@ -25,7 +25,10 @@ ENG_REGISTER_OP("causal_linear_attention");
 // of Y_i through out_i = Y_i[:Dv] / d_i, d_i = Y_i[Dv] + eps.
 namespace {
 
-constexpr int64_t kChunk = 64;
+// 56 = 4 x the AVX-512 kernel's 14 rows: products of that many rows run on the operands in place, without the
+// packing a 64-row chunk's products paid on every call (bench attention causal-linear, N = 16384: about 15 % less CPU
+// time than 64, measured against 32, 42, 48 and 64).
+constexpr int64_t kChunk = 56;
 
 // Branch-free forms, so that the loops over a row vectorise; fast_exp is exact for f64, ~2e-7 for f32.
 template <class T>
