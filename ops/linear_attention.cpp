@@ -400,6 +400,8 @@ Tensor causal_linear_attention(const Tensor& q, const Tensor& k, const Tensor& v
 
 namespace {
 
+constexpr int64_t kStepBlock = 64;  // state columns per block of the step
+
 // One step for every (b, h): the state (type S) absorbs k and v, then is read for q; sums in S.
 template <class T, class S>
 void step_heads(const Tensor& qd, const Tensor& kd, const Tensor& vd, Tensor& s, Tensor& z, Tensor& out,
@@ -412,7 +414,6 @@ void step_heads(const Tensor& qd, const Tensor& kd, const Tensor& vd, Tensor& s,
   S* zt = z.data<S>();
   T* o = out.data<T>();
   parallel_for(0, B * H, std::max<int64_t>(1, 4096 / std::max<int64_t>(M * Dv, 1)), [&](int64_t lo, int64_t hi) {
-    std::vector<S> acc(static_cast<size_t>(Dv), S(0));
     std::vector<T> fk(static_cast<size_t>(M)), fq(static_cast<size_t>(M));
     Problem<T> P;  // what load_features reads: the map and the width
     P.f = args.feature, P.M = M;
@@ -426,21 +427,30 @@ void step_heads(const Tensor& qd, const Tensor& kd, const Tensor& vd, Tensor& s,
       const T* vv = update ? vr.at(b, h, 0) : nullptr;
       if (update) load_features(P, kr, b, h, 0, 1, 1, fk.data());
       load_features(P, qr, b, h, 0, 1, 1, fq.data());
-      std::fill(acc.begin(), acc.end(), S(0));
       S d = S(args.eps);
       for (int64_t m = 0; m < M; ++m) {
-        S* row = sh + m * Dv;
-        if (update) {
-          const S fkm = S(fk[size_t(m)]);
-          zh[m] += fkm;
-          for (int64_t j = 0; j < Dv; ++j) row[j] += fkm * S(vv[j]);
-        }
-        const S fqm = S(fq[size_t(m)]);
-        d += fqm * zh[m];
-        for (int64_t j = 0; j < Dv; ++j) acc[size_t(j)] += fqm * row[j];
+        if (update) zh[m] += S(fk[size_t(m)]);
+        d += S(fq[size_t(m)]) * zh[m];
       }
+      // Columns in blocks held in local arrays, which nothing else can alias: the loops compile to plain vector FMAs
+      // with the sums in registers, where a v or sum that might overlap the state was reloaded each row.
       T* oh = o + bh * Dv;
-      for (int64_t j = 0; j < Dv; ++j) oh[j] = T(acc[size_t(j)] / d);
+      for (int64_t j0 = 0; j0 < Dv; j0 += kStepBlock) {
+        const int64_t w = std::min(kStepBlock, Dv - j0);
+        S vb[kStepBlock], acc[kStepBlock] = {};
+        if (update)
+          for (int64_t j = 0; j < w; ++j) vb[j] = S(vv[j0 + j]);
+        for (int64_t m = 0; m < M; ++m) {
+          S* row = sh + m * Dv + j0;
+          if (update) {
+            const S fkm = S(fk[size_t(m)]);
+            for (int64_t j = 0; j < w; ++j) row[j] += fkm * vb[j];
+          }
+          const S fqm = S(fq[size_t(m)]);
+          for (int64_t j = 0; j < w; ++j) acc[j] += fqm * row[j];
+        }
+        for (int64_t j = 0; j < w; ++j) oh[j0 + j] = T(acc[j] / d);
+      }
     }
   });
 }
