@@ -399,6 +399,42 @@ void gemm(const GemmArgs<T>& g) {
   gemm(g, simd_level());
 }
 
+PackedB pack_b(const GemmArgs<float>& g) {
+  PackedB b;
+  b.K = g.K, b.N = g.N, b.level = simd_level();
+  const KernelSet<float>& ks = kernels_for<float>(b.level);
+  const int64_t nr = ks.nr, np = ceil_div(g.N, nr);
+  b.panels.resize(size_t(g.K * np * nr));
+  for (int64_t k0 = 0; k0 < g.K; k0 += ks.kc) {
+    const int64_t kc = std::min(ks.kc, g.K - k0);
+    for (int64_t q = 0; q < np; ++q) pack_b(g, ks, q * nr, k0, kc, b.panels.data() + (k0 * np + q * kc) * nr);
+  }
+  return b;
+}
+
+// gemm_small with B's panels ready: A packed per k slice (a few rows), the panels split over the threads.
+void gemm(const GemmArgs<float>& g, const PackedB& b) {
+  ENG_CHECK(b.K == g.K && b.N == g.N, "gemm: packed B is ", b.K, " x ", b.N, ", the product needs ", g.K, " x ", g.N);
+  if (g.precision != GemmPrecision::F32 || g.M <= kDotRows || b.level != simd_level() || g.K <= 0)
+    return gemm(g);
+  const KernelSet<float>& ks = kernels_for<float>(b.level);
+  const int64_t mr = ks.mr, nr = ks.nr, np = ceil_div(g.N, nr);
+  parallel_for(0, np, g.M * g.N * g.K >= kThreadWork ? 1 : np, [&](int64_t lo, int64_t hi) {
+    float* ap = scratch<float>(kSlotA, ceil_div(g.M, mr) * mr * ks.kc);
+    for (int64_t k0 = 0; k0 < g.K; k0 += ks.kc) {
+      const int64_t kc = std::min(ks.kc, g.K - k0);
+      pack_a(g, ks, 0, g.M, k0, kc, ap);
+      for (int64_t q = lo; q < hi; ++q) {
+        const int64_t n0 = q * nr;
+        for (int64_t m = 0; m < g.M; m += mr)
+          run_tile(ks, kc, ap + m * kc, 1, mr, b.panels.data() + (k0 * np + q * kc) * nr, nr, g.C + m * g.c_rs + n0,
+                   g.c_rs, std::min(mr, g.M - m), std::min(nr, g.N - n0), g.accumulate || k0 > 0,
+                   g.bias ? g.bias + n0 : nullptr);
+      }
+    }
+  });
+}
+
 template void gemm_reference<float>(const GemmArgs<float>&);
 template void gemm_reference<double>(const GemmArgs<double>&);
 template void gemm<float>(const GemmArgs<float>&);

@@ -45,7 +45,7 @@ struct KernelSet {
   MicroKernel<T> kernel = nullptr;
   TransposeFn<T> transpose = nullptr;
   int64_t transpose_rows = 8;  // the most rows one transpose call takes
-  DotBlockFn dot_block = nullptr;  // f32 with AVX2 only; elsewhere such products take the packed path
+  DotBlockFn dot_block = nullptr;  // the f32 AVX2 set only; elsewhere such products take the packed path
 };
 
 // The bf16 kernels (AVX512_BF16). Panels hold pairs: element (r, p) of a panel is a uint32 with bf16(x(r, 2p))
@@ -111,7 +111,7 @@ KernelSet<float> avx512_kernels();
 KernelSet<float> avx2_kernels();
 // With AVX2 (so for the AVX-512 set too): 8 x 8 in-register transposes, for widths 8 and 6.
 void transpose_avx2(const float* src, int64_t rs, int64_t rows, int64_t width, int64_t kc, float* dst, int64_t ld);
-// With AVX2 (so for the AVX-512 set too): each element is eight lane sums over k in steps of 8, added as
+// The AVX2 set's (not the AVX-512 set's): each element is eight lane sums over k in steps of 8, added as
 // ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), then the k tail in order.
 void dot_block_avx2(int64_t K, const float* a, int64_t a_rs, int64_t rows, const float* b, int64_t b_cs, int64_t cols,
                     float* c, int64_t ldc, bool load_c);

@@ -76,7 +76,8 @@ KernelSet<float> avx512_kernels() {
   s.in_place_work = int64_t(1) << 26;
   s.kernel = kernel;
   s.transpose = transpose, s.transpose_rows = 16;
-  s.dot_block = dot_block_avx2;
+  // No dot_block: with 3..48 rows of x·Wᵀ this tile runs 2-3.5x faster than the AVX2 dot blocks even with W
+  // packed on every call (108-127 against 33-58 GF/s on one Zen 5 core, M = 32, K and N 256 or 1024).
   return s;
 }
 
