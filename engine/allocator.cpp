@@ -1,7 +1,9 @@
 #include "engine/allocator.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -37,6 +39,29 @@ struct Pool {
 #endif
 };
 
+// Blocks of 128 KiB and more (where glibc's malloc maps pages too) are anonymous mappings of their own, without
+// the header malloc writes into their first page: a block nothing writes to holds no memory, as for the weights of
+// a model built only to be bound to a mapped checkpoint (engine/skip_init.h; 4 KiB per tensor otherwise). Under
+// the sanitizers every block comes from malloc, which AddressSanitizer guards.
+#ifdef ENG_SANITIZE
+constexpr size_t kMapped = SIZE_MAX;
+#else
+constexpr size_t kMapped = size_t(128) << 10;
+#endif
+
+void* new_block(size_t bytes) {
+  if (bytes < kMapped) return std::aligned_alloc(kAlign, bytes);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+void delete_block(void* p, size_t bytes) {
+  if (bytes < kMapped)
+    std::free(p);
+  else
+    ::munmap(p, bytes);
+}
+
 Pool& pool() {
   static Pool* p = new Pool;  // never destroyed: tensors in static storage may outlive it
   return *p;
@@ -45,7 +70,7 @@ Pool& pool() {
 void free_cache_locked(Pool& P) {
   for (auto& [sz, blk] : P.free_blocks) {
     P.block_size.erase(blk);
-    std::free(blk);
+    delete_block(blk, sz);
   }
   P.free_blocks.clear();
   P.st.cached_bytes = 0;
@@ -74,10 +99,10 @@ void* allocate(size_t bytes) {
     if (P.limit && P.st.live_bytes + P.st.cached_bytes + want > P.limit) free_cache_locked(P);
     ENG_CHECK(!P.limit || P.st.live_bytes + want <= P.limit, "allocator: out of memory allocating ", bytes,
               " bytes (live ", P.st.live_bytes, " bytes, limit ", P.limit, " bytes: ", P.limit_reason, ")");
-    p = std::aligned_alloc(kAlign, want);
+    p = new_block(want);
     if (!p && !P.free_blocks.empty()) {  // out of memory: give the cache back and retry once
       free_cache_locked(P);
-      p = std::aligned_alloc(kAlign, want);
+      p = new_block(want);
     }
     ENG_CHECK(p, "allocator: out of memory allocating ", bytes, " bytes (live ", P.st.live_bytes,
               " bytes)");
@@ -101,7 +126,7 @@ void release(void* p, size_t) {
     P.st.cached_bytes += sz;
   } else {
     P.block_size.erase(it);
-    std::free(p);
+    delete_block(p, sz);
   }
 }
 
