@@ -66,12 +66,14 @@ struct RoundedPath {
   int64_t nc() const { return ks.nc; }
   int64_t mc() const { return ks.mc; }
   static int64_t depth(int64_t kc) { return (kc + 1) / 2 * 2; }
+  // Panels of `width` rows as PairPackFn lays them out (ops/gemm_kernels.h).
   void pack(const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t width, int64_t kc, P* dst) const {
-    for (int64_t k = 0; k < depth(kc); ++k) {
-      const int64_t from = k ^ 1;  // 1, 0, 3, 2, ...
-      for (int64_t r = 0; r < width; ++r)
-        dst[k * width + r] = r < rows && from < kc ? bf16_round(src[r * rs + from * cs]) : 0.f;
-    }
+    for (int64_t r0 = 0; r0 < rows; r0 += width, dst += depth(kc) * width)
+      for (int64_t k = 0; k < depth(kc); ++k) {
+        const int64_t from = k ^ 1;  // 1, 0, 3, 2, ...
+        for (int64_t r = 0; r < width; ++r)
+          dst[k * width + r] = r0 + r < rows && from < kc ? bf16_round(src[(r0 + r) * rs + from * cs]) : 0.f;
+      }
   }
   void kernel(int64_t kc, const P* a, const P* b, float* c, int64_t ldc, bool load_c) const {
     ks.kernel(depth(kc), a, 1, ks.mr, b, ks.nr, c, ldc, load_c);
@@ -106,8 +108,7 @@ void job(const GemmArgs<float>& g, const Path& path, const typename Path::P* bp,
   const int64_t mr = path.mr(), nr = path.nr(), depth = Path::depth(kc), q_block = std::max<int64_t>(1, path.nc() / nr);
   const bool load_c = g.accumulate || k0 > 0;
   P* ap = scratch<P>(kSlotA, ceil_div(rows, mr) * mr * depth);
-  for (int64_t i = 0; i < rows; i += mr)
-    path.pack(g.A + (m0 + i) * g.a_rs + k0 * g.a_cs, g.a_rs, g.a_cs, std::min(mr, rows - i), mr, kc, ap + i * depth);
+  path.pack(g.A + m0 * g.a_rs + k0 * g.a_cs, g.a_rs, g.a_cs, rows, mr, kc, ap);
   // A block of nc columns of the slice stays in L2 while every A panel of the job sweeps it.
   for (int64_t qa = q0; qa < q1; qa += q_block)
     for (int64_t i = 0; i < rows; i += mr)
@@ -135,11 +136,9 @@ void drive(const GemmArgs<float>& g, const Path& path, bool threaded) {
     for (int64_t k0 = 0; k0 < g.K; k0 += path.kc()) {
       const int64_t kc = std::min(path.kc(), g.K - k0), depth = Path::depth(kc);
       parallel_for(0, np, threaded ? 1 : np, [&](int64_t lo, int64_t hi) {
-        for (int64_t q = lo; q < hi; ++q) {
-          const int64_t n0 = (p0 + q) * nr;
-          path.pack(g.B + k0 * g.b_rs + n0 * g.b_cs, g.b_cs, g.b_rs, std::min(nr, g.N - n0), nr, kc,
-                    bp + q * depth * nr);
-        }
+        const int64_t n0 = (p0 + lo) * nr;
+        path.pack(g.B + k0 * g.b_rs + n0 * g.b_cs, g.b_cs, g.b_rs, std::min((hi - lo) * nr, g.N - n0), nr, kc,
+                  bp + lo * depth * nr);
       });
       parallel_for(0, jobs_m * jobs_n, threaded ? 1 : jobs_m * jobs_n, [&](int64_t lo, int64_t hi) {
         for (int64_t j = lo; j < hi; ++j) {
