@@ -49,8 +49,8 @@ struct PairPath {
   void pack(const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t width, int64_t kc, P* dst) const {
     ks.pack(src, rs, cs, rows, width, kc, dst);
   }
-  void kernel(int64_t kc, const P* a, const P* b, float* c, int64_t ldc, bool load_c) const {
-    ks.kernel(depth(kc), a, b, c, ldc, load_c);
+  void kernel(int64_t kc, const P* a, const P* b, float* c, int64_t ldc, bool load_c, const float* bias) const {
+    ks.kernel(depth(kc), a, b, c, ldc, load_c, bias);
   }
 };
 
@@ -75,20 +75,21 @@ struct RoundedPath {
           dst[k * width + r] = r0 + r < rows && from < kc ? bf16_round(src[(r0 + r) * rs + from * cs]) : 0.f;
       }
   }
-  void kernel(int64_t kc, const P* a, const P* b, float* c, int64_t ldc, bool load_c) const {
+  void kernel(int64_t kc, const P* a, const P* b, float* c, int64_t ldc, bool load_c, const float* bias) const {
+    if (bias && !load_c) fill_rows(c, ldc, ks.mr, bias, ks.nr), load_c = true;
     ks.kernel(depth(kc), a, 1, ks.mr, b, ks.nr, c, ldc, load_c);
   }
 };
 
 // One tile of C whose valid part is rows x cols; an edge tile goes through a padded copy. With `bias` (the tile's
-// first column of it) and no C to load, the tile starts from the bias rows.
+// first column of it) and no C to load, the tile starts from the bias rows (a full tile from the bias itself:
+// the pair kernel starts its accumulators there, and writes C once).
 template <class Path>
 void run_tile(const Path& path, int64_t kc, const typename Path::P* a, const typename Path::P* b, float* c,
               int64_t ldc, int64_t rows, int64_t cols, bool load_c, const float* bias) {
   const int64_t nr = path.nr();
   if (rows == path.mr() && cols == nr) {
-    if (bias && !load_c) fill_rows(c, ldc, rows, bias, cols);
-    path.kernel(kc, a, b, c, ldc, load_c || bias);
+    path.kernel(kc, a, b, c, ldc, load_c, load_c ? nullptr : bias);
     return;
   }
   alignas(64) float tmp[kMaxTile] = {};
@@ -96,7 +97,7 @@ void run_tile(const Path& path, int64_t kc, const typename Path::P* a, const typ
     for (int64_t r = 0; r < rows; ++r) std::copy(c + r * ldc, c + r * ldc + cols, tmp + r * nr);
   else if (bias)
     fill_rows(tmp, nr, rows, bias, cols), load_c = true;
-  path.kernel(kc, a, b, tmp, nr, load_c);
+  path.kernel(kc, a, b, tmp, nr, load_c, nullptr);
   for (int64_t r = 0; r < rows; ++r) std::copy(tmp + r * nr, tmp + r * nr + cols, c + r * ldc);
 }
 

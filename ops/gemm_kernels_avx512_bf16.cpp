@@ -20,12 +20,15 @@ namespace {
 
 constexpr int kMr = 14, kNr = 32;
 
-ENG_AVX512BF16 void kernel(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool load_c) {
+ENG_AVX512BF16 void kernel(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool load_c,
+                          const float* bias) {
   __m512 lo[kMr], hi[kMr];
+  const __m512 bias_lo = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
+  const __m512 bias_hi = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 16
   for (int r = 0; r < kMr; ++r) {
-    lo[r] = load_c ? _mm512_loadu_ps(c + r * ldc) : _mm512_setzero_ps();
-    hi[r] = load_c ? _mm512_loadu_ps(c + r * ldc + 16) : _mm512_setzero_ps();
+    lo[r] = load_c ? _mm512_loadu_ps(c + r * ldc) : bias_lo;
+    hi[r] = load_c ? _mm512_loadu_ps(c + r * ldc + 16) : bias_hi;
   }
   for (int64_t p = 0; p < pairs; ++p, a += kMr, b += kNr) {
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + 16);
