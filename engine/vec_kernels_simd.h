@@ -507,23 +507,24 @@ void norm_backward_row_k(const float* x, const float* w, const float* mean, floa
   const R dn_mean = V::set(mean ? V::hsum(s_dn) / float(c) : 0.f);
   const R dnx_mean = V::set(V::hsum(s_dnx) / float(c));
   // The second pass writes dx and, while g and xhat are in registers, adds the parameter gradients.
-  for (int64_t i = 0; i < c; i += W) {
-    const int64_t k = c - i < W ? c - i : W;
-    const R gi = k == W ? V::load(g + i) : load_tail(g + i, k, 0.f);
-    const R dn = w ? V::mul(gi, k == W ? V::load(w + i) : load_tail(w + i, k, 0.f)) : gi;
-    const R xh = V::mul(V::sub(k == W ? V::load(x + i) : load_tail(x + i, k, 0.f), m), r);
-    const R d = V::mul(r, V::fnma(xh, dnx_mean, V::sub(dn, dn_mean)));
-    if (k == W) {
-      V::store(dx + i, d);
-      if (dw) V::store(dw + i, V::fma(gi, xh, V::load(dw + i)));
-      if (db) V::store(db + i, V::add(V::load(db + i), gi));
-      continue;
-    }
-    store_tail(dx + i, d, k);
-    for (int64_t j = i; j < c; ++j) {  // unfused, as the reference
-      if (dw) dw[j] += g[j] * ((x[j] - mu) * rstd);
-      if (db) db[j] += g[j];
-    }
+  int64_t i = 0;
+  for (; i + W <= c; i += W) {
+    const R gi = V::load(g + i);
+    const R dn = w ? V::mul(gi, V::load(w + i)) : gi;
+    const R xh = V::mul(V::sub(V::load(x + i), m), r);
+    V::store(dx + i, V::mul(r, V::fnma(xh, dnx_mean, V::sub(dn, dn_mean))));
+    if (dw) V::store(dw + i, V::fma(gi, xh, V::load(dw + i)));
+    if (db) V::store(db + i, V::add(V::load(db + i), gi));
+  }
+  if (i == c) return;
+  const int64_t k = c - i;
+  const R gi = load_tail(g + i, k, 0.f);
+  const R dn = w ? V::mul(gi, load_tail(w + i, k, 0.f)) : gi;
+  const R xh = V::mul(V::sub(load_tail(x + i, k, 0.f), m), r);
+  store_tail(dx + i, V::mul(r, V::fnma(xh, dnx_mean, V::sub(dn, dn_mean))), k);
+  for (; i < c; ++i) {  // unfused, as the reference
+    if (dw) dw[i] += g[i] * ((x[i] - mu) * rstd);
+    if (db) db[i] += g[i];
   }
 }
 
