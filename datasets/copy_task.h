@@ -13,7 +13,8 @@ namespace eng {
 class CopyTask {
  public:
   CopyTask(int64_t max_len, int64_t symbols = 10, bool fixed_length = false);
-  LMBatch sample(int64_t batch, Rng& rng) const;
+  // Rows [first_row, first_row + batch) of a batch drawn from `stream`: row g from stream.fork(g) alone.
+  LMBatch sample(const Rng& stream, int64_t first_row, int64_t batch) const;
   int64_t vocab() const { return symbols_ + 2; }
   int64_t max_len() const { return max_len_; }
 

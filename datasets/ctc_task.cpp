@@ -20,13 +20,16 @@ CTCTask::CTCTask(const CTCTaskOptions& opt) : opt_(opt) {
   for (float& v : patterns_) v = float(rng.normal());
 }
 
-CTCBatch CTCTask::sample(int64_t batch, Rng& rng) const {
+CTCBatch CTCTask::sample(const Rng& stream, int64_t first_row, int64_t batch) const {
   const int64_t F = opt_.features;
-  auto between = [&](int64_t lo, int64_t hi) { return lo + int64_t(rng.below(uint64_t(hi - lo + 1))); };
+  std::vector<Rng> rows;
+  for (int64_t i = 0; i < batch; ++i) rows.push_back(stream.fork(uint64_t(first_row + i)));
   // Draw every utterance first: the batch's tensors are as long as its longest one.
   std::vector<std::vector<int64_t>> labels(static_cast<size_t>(batch)), durations(static_cast<size_t>(batch));
   CTCBatch b;
   for (int64_t i = 0; i < batch; ++i) {
+    Rng& rng = rows[size_t(i)];
+    auto between = [&](int64_t lo, int64_t hi) { return lo + int64_t(rng.below(uint64_t(hi - lo + 1))); };
     const int64_t n = between(opt_.min_labels, opt_.max_labels);
     int64_t frames = 0;
     for (int64_t k = 0; k < n; ++k) {
@@ -45,6 +48,7 @@ CTCBatch CTCTask::sample(int64_t batch, Rng& rng) const {
   b.frames = zeros({batch, T, F});
   b.labels = zeros({batch, S}, DType::I64);
   for (int64_t i = 0; i < batch; ++i) {
+    Rng& rng = rows[size_t(i)];  // the noise continues the row's stream
     float* row = b.frames.data<float>() + i * T * F;
     int64_t t = 0;
     for (size_t k = 0; k < labels[size_t(i)].size(); ++k) {

@@ -31,7 +31,9 @@ struct CTCTaskOptions {
 class CTCTask {
  public:
   explicit CTCTask(const CTCTaskOptions& opt = {});
-  CTCBatch sample(int64_t batch, Rng& rng) const;
+  // Rows [first_row, first_row + batch) of a batch drawn from `stream`: row g from stream.fork(g) alone. The
+  // tensors are padded to the longest utterance of these rows.
+  CTCBatch sample(const Rng& stream, int64_t first_row, int64_t batch) const;
   int64_t classes() const { return opt_.phonemes + 1; }
   int64_t features() const { return opt_.features; }
   int64_t max_frames() const { return opt_.max_labels * opt_.max_duration; }

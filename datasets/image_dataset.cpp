@@ -20,6 +20,14 @@ ImageBatch gather(const ImageDataset& data, const std::vector<int64_t>& indices)
   return b;
 }
 
+std::vector<int64_t> sample_indices(const ImageDataset& data, const Rng& stream, int64_t first_row, int64_t batch) {
+  ENG_CHECK(data.size() > 0, "images: ", data.name, " holds no images");
+  std::vector<int64_t> idx(static_cast<size_t>(batch));
+  for (int64_t i = 0; i < batch; ++i)
+    idx[size_t(i)] = int64_t(stream.fork(uint64_t(first_row + i)).below(uint64_t(data.size())));
+  return idx;
+}
+
 ImageDataset split_off_last(ImageDataset& from, int64_t count, const std::string& name) {
   ENG_CHECK(count >= 0 && count < from.size(), "split: cannot carve ", count, " images from ", from.name, " of ",
             from.size(), " (at least one must stay)");

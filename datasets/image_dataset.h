@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/rng.h"
 #include "engine/tensor.h"
 
 namespace eng {
@@ -27,6 +28,9 @@ struct ImageBatch {
 
 // The images at `indices` (each in [0, size)), in that order.
 ImageBatch gather(const ImageDataset& data, const std::vector<int64_t>& indices);
+// Images drawn uniformly (with replacement) as rows [first_row, first_row + batch) of a batch drawn from `stream`:
+// row g's index from stream.fork(g). Throws when `data` holds no images.
+std::vector<int64_t> sample_indices(const ImageDataset& data, const Rng& stream, int64_t first_row, int64_t batch);
 
 // Moves the last `count` images of `from` into a new dataset called `name` (how a validation split is
 // carved from a training file).

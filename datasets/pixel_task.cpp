@@ -18,11 +18,8 @@ LMBatch PixelTask::batch_of(const std::vector<int64_t>& indices) const {
   return out;
 }
 
-LMBatch PixelTask::sample(int64_t batch, Rng& rng) const {
-  ENG_CHECK(images_.size() > 0, "pixel task: ", images_.name, " holds no images");
-  std::vector<int64_t> idx(static_cast<size_t>(batch));
-  for (int64_t& i : idx) i = int64_t(rng.below(uint64_t(images_.size())));
-  return batch_of(idx);
+LMBatch PixelTask::sample(const Rng& stream, int64_t first_row, int64_t batch) const {
+  return batch_of(sample_indices(images_, stream, first_row, batch));
 }
 
 LMBatch PixelTask::range(int64_t first, int64_t count) const {

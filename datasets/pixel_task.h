@@ -22,7 +22,9 @@ class PixelTask {
   const ImageDataset& images() const { return images_; }
 
   // `batch` images drawn uniformly (with replacement) by `rng`.
-  LMBatch sample(int64_t batch, Rng& rng) const;
+  // Images drawn uniformly (with replacement): rows [first_row, first_row + batch) of a batch drawn from `stream`,
+  // row g from stream.fork(g) alone.
+  LMBatch sample(const Rng& stream, int64_t first_row, int64_t batch) const;
   // Images first .. first + count - 1, in order (evaluation over a whole split).
   LMBatch range(int64_t first, int64_t count) const;
   // Token rows [B, length] (pixel values 0..255) back to images [B, channels, height, width].

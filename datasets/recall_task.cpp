@@ -16,11 +16,12 @@ RecallTask::RecallTask(int64_t max_pairs, int64_t keys, int64_t values, bool fix
   ENG_CHECK(values >= 1, "recall task: needs at least one value, got ", values);
 }
 
-LMBatch RecallTask::sample(int64_t batch, Rng& rng) const {
+LMBatch RecallTask::sample(const Rng& stream, int64_t first_row, int64_t batch) const {
   const int64_t L = seq_len();
   LMBatch b{zeros({batch, L}, DType::I64), full({batch, L}, double(kIgnore), DType::I64)};
   std::vector<int64_t> key_pool(static_cast<size_t>(keys_));
   for (int64_t i = 0; i < batch; ++i) {
+    Rng rng = stream.fork(uint64_t(first_row + i));
     const int64_t n = fixed_ ? max_pairs_ : 1 + int64_t(rng.below(uint64_t(max_pairs_)));
     // The first n keys of a partial Fisher-Yates shuffle: n distinct keys in random order.
     std::iota(key_pool.begin(), key_pool.end(), 0);

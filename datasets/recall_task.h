@@ -13,7 +13,8 @@ namespace eng {
 class RecallTask {
  public:
   RecallTask(int64_t max_pairs, int64_t keys = 16, int64_t values = 16, bool fixed_pairs = false);
-  LMBatch sample(int64_t batch, Rng& rng) const;
+  // Rows [first_row, first_row + batch) of a batch drawn from `stream`: row g from stream.fork(g) alone.
+  LMBatch sample(const Rng& stream, int64_t first_row, int64_t batch) const;
   int64_t vocab() const { return keys_ + values_ + 2; }
   int64_t seq_len() const { return 2 * max_pairs_ + 3; }
   static constexpr int64_t kQuery = 1;

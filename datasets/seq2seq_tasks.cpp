@@ -12,11 +12,12 @@ Seq2SeqTask::Seq2SeqTask(Kind kind, int64_t max_len, int64_t symbols, bool fixed
   ENG_CHECK(symbols >= 1, "seq2seq task: needs at least one symbol, got ", symbols);
 }
 
-Seq2SeqBatch Seq2SeqTask::sample(int64_t batch, Rng& rng) const {
+Seq2SeqBatch Seq2SeqTask::sample(const Rng& stream, int64_t first_row, int64_t batch) const {
   const int64_t Ls = max_len_, Lt = max_len_ + 1;
   Seq2SeqBatch b{zeros({batch, Ls}, DType::I64), {}, zeros({batch, Lt}, DType::I64),
                  full({batch, Lt}, double(kIgnore), DType::I64)};
   for (int64_t i = 0; i < batch; ++i) {
+    Rng rng = stream.fork(uint64_t(first_row + i));
     const int64_t n = fixed_ ? max_len_ : 1 + int64_t(rng.below(uint64_t(max_len_)));
     std::vector<int64_t> x(static_cast<size_t>(n));
     for (auto& s : x) s = 3 + int64_t(rng.below(uint64_t(symbols_)));

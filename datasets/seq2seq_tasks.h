@@ -21,7 +21,8 @@ class Seq2SeqTask {
  public:
   enum class Kind { Reverse, Sort };
   Seq2SeqTask(Kind kind, int64_t max_len, int64_t symbols = 10, bool fixed_length = false);
-  Seq2SeqBatch sample(int64_t batch, Rng& rng) const;
+  // Rows [first_row, first_row + batch) of a batch drawn from `stream`: row g from stream.fork(g) alone.
+  Seq2SeqBatch sample(const Rng& stream, int64_t first_row, int64_t batch) const;
   int64_t vocab() const { return symbols_ + 3; }
   static constexpr int64_t kBegin = 1, kEnd = 2;
 

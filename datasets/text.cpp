@@ -66,14 +66,14 @@ void TextCorpus::check_windows(int64_t len) const {
   for (TextSplit s : {TextSplit::Train, TextSplit::Valid, TextSplit::Test}) check_len(s, len);
 }
 
-LMBatch TextCorpus::sample(TextSplit s, int64_t batch, int64_t len, Rng& rng) const {
+LMBatch TextCorpus::sample(TextSplit s, const Rng& stream, int64_t first_row, int64_t batch, int64_t len) const {
   check_len(s, len);
   LMBatch b{empty({batch, len}, DType::I64), empty({batch, len}, DType::I64)};
   int64_t* in = b.inputs.data<int64_t>();
   int64_t* tg = b.targets.data<int64_t>();
   const uint64_t starts = uint64_t(size(s) - len);  // a window needs len + 1 bytes
   for (int64_t i = 0; i < batch; ++i) {
-    const int64_t w = begin(s) + int64_t(rng.below(starts));
+    const int64_t w = begin(s) + int64_t(stream.fork(uint64_t(first_row + i)).below(starts));
     for (int64_t t = 0; t < len; ++t) {
       in[i * len + t] = unit(w + t);
       tg[i * len + t] = unit(w + t + 1);

@@ -46,8 +46,9 @@ class TextCorpus {
   int64_t size(TextSplit s) const { return end(s) - begin(s); }
 
   // `batch` windows of `len` + 1 bytes at uniform random starts in the split: inputs are the first len
-  // bytes, targets the last len (next-byte prediction), both [batch, len] i64.
-  LMBatch sample(TextSplit s, int64_t batch, int64_t len, Rng& rng) const;
+  // bytes, targets the last len (next-byte prediction), both [batch, len] i64. They are rows
+  // [first_row, first_row + batch) of a batch drawn from `stream`: row g's start is drawn from stream.fork(g).
+  LMBatch sample(TextSplit s, const Rng& stream, int64_t first_row, int64_t batch, int64_t len) const;
 
   // Consecutive windows: window i predicts bytes i*len + 1 .. i*len + len of the split.
   int64_t num_windows(TextSplit s, int64_t len) const;

@@ -63,6 +63,15 @@ void accumulate(PendingGrad& acc, const Tensor& g) {
   add_into(acc.g, g);
 }
 
+// Whether gradient g can be kept as `leaf`'s gradient as it is: a fresh contiguous tensor of the leaf's dtype and
+// device that no other handle, view or user holds (the op that made it dropped its own handles).
+bool owned_whole(const Tensor& g, const TensorImpl* leaf) {
+  const auto& st = g.storage();
+  return g.shared_impl().use_count() == 1 && st.use_count() == 1 && !st->keeper && !st->read_only && g.offset() == 0 &&
+         g.dtype() == leaf->dtype && st->device == leaf->storage->device && g.is_contiguous() &&
+         st->nbytes == size_t(g.numel()) * dtype_size(g.dtype()) && !g.requires_grad();
+}
+
 // Reverse topological order of the non-leaf tensors reachable from root, iteratively (post-order
 // DFS). The handles keep each tensor alive until the pass has processed it.
 std::vector<Tensor> topo_order(const Tensor& root) {
@@ -161,7 +170,9 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
   grads[root.impl()].g = grad_output;
 
   auto add_to_leaf = [](TensorImpl* leaf, const Tensor& g) {
-    if (!leaf->grad) {
+    if (!leaf->grad && owned_whole(g, leaf)) {
+      leaf->grad = g.shared_impl();  // nothing else can see g: it becomes the gradient, no copy
+    } else if (!leaf->grad) {
       Tensor fresh = empty_on(leaf->shape, leaf->dtype, leaf->storage->device);
       fresh.copy_from(g);
       leaf->grad = fresh.shared_impl();

@@ -36,11 +36,8 @@ inline void append_part(std::string& out, const void* p) {
   out.append(buf, std::to_chars(buf + 2, buf + sizeof buf, reinterpret_cast<uintptr_t>(p), 16).ptr);
 }
 // printf's %.*g of v, in the classic locale whatever the program's: what JSON and configuration files need.
-inline std::string general_text(double v, int significant) {
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, significant);
-  return std::string(buf, r.ptr);
-}
+// (printf, with the locale's decimal point made a '.': to_chars would add 120 KB of tables to a static program.)
+std::string general_text(double v, int significant);
 template <class T, std::enable_if_t<std::is_arithmetic_v<T> && !std::is_same_v<T, char>, int> = 0>
 void append_part(std::string& out, T v) {
   char buf[64];

@@ -35,6 +35,12 @@ double Rng::normal() {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
 
+Rng Rng::fork(uint64_t index) const {
+  // key = seed + index * golden ratio: consecutive indices land far apart in the key space.
+  const auto w = philox4x32(pos_, seed_ + index * 0x9E3779B97F4A7C15ull);
+  return Rng((uint64_t(w[0]) << 32 | w[1]) ^ (uint64_t(w[2]) << 32 | w[3]) * 0xD1B54A32D192ED03ull);
+}
+
 uint64_t Rng::below(uint64_t n) { return (uint64_t(next_u32()) * n) >> 32; }
 
 }  // namespace eng

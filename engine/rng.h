@@ -22,6 +22,9 @@ class Rng {
   double normal();   // N(0, 1) by Box-Muller; consumes two words
   // Uniform integer in [0, n), n > 0 (Lemire's multiply-shift; bias < n / 2^32).
   uint64_t below(uint64_t n);
+  // A generator of its own (position 0) whose seed is a Philox hash of (seed, position, index): distinct indices
+  // or states give streams that share nothing. Does not advance this one.
+  Rng fork(uint64_t index) const;
 
  private:
   uint64_t seed_;

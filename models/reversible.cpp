@@ -1,6 +1,7 @@
 #include "models/reversible.h"
 
 #include "engine/autograd.h"
+#include "engine/batch_row.h"
 #include "engine/error.h"
 #include "ops/binary.h"
 
@@ -85,8 +86,12 @@ Tensor reversible_stack(const std::vector<std::unique_ptr<EncoderLayer>>& layers
   }
   const size_t n_inputs = inputs.size();
   return record(out, "reversible_stack", std::move(inputs),
-                [stack, mask, &rng, y1, y2, f_replay, g_replay, n_inputs](const Tensor& grad) {
-                  // The state the run is in now, given back at the end: the recomputation leaves no trace.
+                [stack, mask, &rng, y1, y2, f_replay, g_replay, n_inputs,
+                 first = batch_first_row()](const Tensor& grad) {
+                  // The rows the forward computed (dropout keys its masks by them; the backward may run outside the
+                  // forward's scope), and the state the run is in now, given back at the end: the recomputation
+                  // leaves no trace.
+                  const BatchRowScope rows(first);
                   const uint64_t resume_position = rng.position();
                   std::vector<std::vector<Tensor>> resume_buffers;
                   for (const EncoderLayer* layer : stack) resume_buffers.push_back(snapshot_buffers(*layer));

@@ -390,6 +390,7 @@ LanguageModel::State LanguageModel::new_state() const {
 
 Tensor LanguageModel::step(const Tensor& ids_t, State& state) const {
   ENG_CHECK(ids_t.dim() == 1, "LanguageModel::step: ids must be [B], got ", ids_t.shape());
+  const WeightPanelsScope packed(*state.weights);
   Tensor x = embed.forward(reshape(ids_t, {ids_t.size(0), 1}), state.length);
   if (cfg_.reversible) {
     x = reversible_step(layers, x, state.layers);

@@ -20,6 +20,7 @@
 #include "models/norm_layers.h"
 #include "models/positional.h"
 #include "models/xl_memory.h"
+#include "ops/weight_panels.h"
 
 namespace eng {
 
@@ -163,6 +164,9 @@ class LanguageModel : public Module {
   struct State {
     std::vector<std::unique_ptr<AttentionState>> layers;
     int64_t length = 0;
+    // Each Linear weight packed for the GEMM at the first step that multiplies by it (ops/weight_panels.h): the
+    // weights must not change while this state is used, as its sums over positions already assume.
+    std::unique_ptr<WeightPanels> weights = std::make_unique<WeightPanels>();
   };
   State new_state() const;
   Tensor step(const Tensor& ids_t, State& state) const;  // ids_t [B] -> logits [B, vocab]

@@ -1,6 +1,8 @@
 #include "ops/gemm.h"
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <type_traits>
 
 #include "engine/error.h"
@@ -102,10 +104,11 @@ void pack_a(const GemmArgs<T>& g, const KernelSet<T>& ks, int64_t m0, int64_t ro
   for (int64_t p = 0; p < rows; p += mr, dst += mr * kc) {
     const int64_t n = std::min(mr, rows - p);
     const T* src = g.A + (m0 + p) * g.a_rs + k0 * g.a_cs;
-    if (g.a_cs == 1) {  // rows run along k: transpose 8 at a time
-      for (int64_t r = 0; r < mr; r += 8)
-        ks.transpose(r < n ? src + r * g.a_rs : src, g.a_rs, std::clamp<int64_t>(n - r, 0, 8),
-                     std::min<int64_t>(8, mr - r), kc, dst + r, mr);
+    if (g.a_cs == 1) {  // rows run along k: transpose a few at a time
+      const int64_t tr = ks.transpose_rows;
+      for (int64_t r = 0; r < mr; r += tr)
+        ks.transpose(r < n ? src + r * g.a_rs : src, g.a_rs, std::clamp<int64_t>(n - r, 0, tr),
+                     std::min(tr, mr - r), kc, dst + r, mr);
     } else {
       for (int64_t k = 0; k < kc; ++k)
         for (int64_t r = 0; r < mr; ++r) dst[k * mr + r] = r < n ? src[r * g.a_rs + k * g.a_cs] : T(0);
@@ -113,15 +116,31 @@ void pack_a(const GemmArgs<T>& g, const KernelSet<T>& ks, int64_t m0, int64_t ro
   }
 }
 
+// dst[k * NR + j] = src[k * rs + j] for k < kc, j < NR.
+template <int NR, class T>
+void copy_rows(const T* src, int64_t rs, int64_t kc, T* dst) {
+  for (int64_t k = 0; k < kc; ++k, src += rs, dst += NR)
+    for (int j = 0; j < NR; ++j) dst[j] = src[j];
+}
+
 // Columns n0 .. n0+nr, rows k0 .. k0+kc of B as one panel (row k at dst + k * nr); columns past N are zero.
 template <class T>
 void pack_b(const GemmArgs<T>& g, const KernelSet<T>& ks, int64_t n0, int64_t k0, int64_t kc, T* dst) {
   const int64_t nr = ks.nr, n = std::min(nr, g.N - n0);
   const T* src = g.B + k0 * g.b_rs + n0 * g.b_cs;
-  if (g.b_rs == 1 && g.b_cs != 1) {  // columns run along k (B transposed): transpose 8 at a time
-    for (int64_t j = 0; j < nr; j += 8)
-      ks.transpose(j < n ? src + j * g.b_cs : src, g.b_cs, std::clamp<int64_t>(n - j, 0, 8),
-                   std::min<int64_t>(8, nr - j), kc, dst + j, nr);
+  if (g.b_rs == 1 && g.b_cs != 1) {  // columns run along k (B transposed): transpose a few at a time
+    const int64_t tr = ks.transpose_rows;
+    for (int64_t j = 0; j < nr; j += tr)
+      ks.transpose(j < n ? src + j * g.b_cs : src, g.b_cs, std::clamp<int64_t>(n - j, 0, tr), std::min(tr, nr - j),
+                   kc, dst + j, nr);
+  } else if (g.b_cs == 1 && n == nr) {  // rows contiguous: copies of a width the compiler knows
+    switch (nr) {
+      case 32: return copy_rows<32>(src, g.b_rs, kc, dst);
+      case 16: return copy_rows<16>(src, g.b_rs, kc, dst);
+      case 8: return copy_rows<8>(src, g.b_rs, kc, dst);
+      default: break;
+    }
+    for (int64_t k = 0; k < kc; ++k) std::copy(src + k * g.b_rs, src + k * g.b_rs + nr, dst + k * nr);
   } else {
     for (int64_t k = 0; k < kc; ++k) {
       for (int64_t j = 0; j < n; ++j) dst[k * nr + j] = src[k * g.b_rs + j * g.b_cs];
@@ -206,8 +225,8 @@ void gemm_dot_blocks(const GemmArgs<float>& g, gemm_detail::DotBlockFn fn, bool 
   });
 }
 
-// Small products, and those with few rows (B would be packed for little reuse): A is read in place (only the
-// rows past the last full tile are packed), B too when its rows are contiguous, else one panel at a time.
+// Small products (see in_place), and those with few rows (B would be packed for little reuse): A is read in place
+// (only the rows past the last full tile are packed), B too when its rows are contiguous, else one panel at a time.
 template <class T>
 void gemm_small(const GemmArgs<T>& g, const KernelSet<T>& ks, bool threaded) {
   const int64_t mr = ks.mr, nr = ks.nr, full = g.M / mr * mr, n_panels = ceil_div(g.N, nr);
@@ -292,28 +311,37 @@ void gemm_packed(const GemmArgs<T>& g, const KernelSet<T>& ks, bool threaded) {
   const int64_t chunk = std::min(n_panels, std::max(ks.nc / nr, kSlabElems / (ks.kc * nr)));
   const int64_t slab_rows = std::max<int64_t>(1, kSlabElems / (ks.kc * chunk * nr)) * ks.kc;
   T* bp = scratch<T>(kSlotB, std::min(slab_rows, g.K) * chunk * nr);
-  // Row blocks of at most mc rows, at least two per thread so that a thread slowed by other work hands
-  // its share to the others; column blocks only when the rows run out.
+  // Row blocks of at most mc rows (gemm_detail::row_jobs); column blocks only when the rows run out.
   const int64_t threads = threaded ? num_threads() : 1;
-  const int64_t jobs_m = std::max(ceil_div(m_tiles, ks.mc / mr), std::min(m_tiles, 2 * threads));
+  const int64_t jobs_m = gemm_detail::row_jobs(m_tiles, ks.mc / mr, threads);
   const int64_t jobs_n = threads == 1 ? 1 : std::min(chunk, ceil_div(2 * threads, jobs_m));
   for (int64_t p0 = 0; p0 < n_panels; p0 += chunk)
     for (int64_t s0 = 0; s0 < g.K; s0 += slab_rows) {
       const Slab<T> b{bp, p0, std::min(chunk, n_panels - p0), s0, std::min(slab_rows, g.K - s0)};
-      parallel_for(0, b.np, threaded ? 1 : b.np, [&](int64_t lo, int64_t hi) {
-        for (int64_t k0 = 0; k0 < b.sk; k0 += ks.kc) {
-          const int64_t kc = std::min(ks.kc, b.sk - k0);
-          for (int64_t q = lo; q < hi; ++q) pack_b(g, ks, (p0 + q) * nr, s0 + k0, kc, bp + (k0 * b.np + q * kc) * nr);
-        }
-      });
-      parallel_for(0, jobs_m * jobs_n, threaded ? 1 : jobs_m * jobs_n, [&](int64_t lo, int64_t hi) {
-        for (int64_t job = lo; job < hi; ++job) {
+      // One parallel region per slab (as in ops/gemm_bf16.cpp): the threads pack B's panels as they claim them,
+      // wait until all are packed (packing never waits), then take jobs as they come.
+      std::atomic<int64_t> next_panel{0}, packed{0}, next_job{0};
+      parallel_for(0, threads, 1, [&](int64_t, int64_t) {
+        for (int64_t q; (q = next_panel.fetch_add(1)) < b.np; packed.fetch_add(1, std::memory_order_release))
+          for (int64_t k0 = 0; k0 < b.sk; k0 += ks.kc) {
+            const int64_t kc = std::min(ks.kc, b.sk - k0);
+            pack_b(g, ks, (p0 + q) * nr, s0 + k0, kc, bp + (k0 * b.np + q * kc) * nr);
+          }
+        while (packed.load(std::memory_order_acquire) < b.np) std::this_thread::yield();
+        for (int64_t job; (job = next_job.fetch_add(1)) < jobs_m * jobs_n;) {
           const int64_t jm = job / jobs_n, jn = job % jobs_n;
           const int64_t m0 = m_tiles * jm / jobs_m * mr, m1 = std::min(g.M, m_tiles * (jm + 1) / jobs_m * mr);
           packed_job(g, ks, b, m0, m1 - m0, b.np * jn / jobs_n, b.np * (jn + 1) / jobs_n);
         }
       });
     }
+}
+
+// Products of up to the kernel set's in_place_work in one k slice, with a B no bigger than the block the packed
+// path keeps in L2 and at least two panels of it (for the threads to share), skip the packing.
+template <class T>
+bool in_place(const GemmArgs<T>& g, const KernelSet<T>& ks, int64_t work) {
+  return work <= ks.in_place_work && g.K <= ks.kc && g.N > ks.nr && g.K * g.N <= ks.kc * ks.nc;
 }
 
 template <class T>
@@ -337,7 +365,7 @@ void gemm_with(const GemmArgs<T>& g, const KernelSet<T>& ks) {
   }
   if (g.M <= kDotRows && g.a_cs == 1 && g.b_rs == 1)
     gemm_dots(g, work >= kThreadWork / 32);  // memory-bound: both cores stream W
-  else if (work <= kSmallWork || g.M <= 4 * ks.mr)
+  else if (work <= kSmallWork || g.M <= 4 * ks.mr || in_place(g, ks, work))
     gemm_small(g, ks, work >= kThreadWork);
   else
     gemm_packed(g, ks, work >= kThreadWork);
@@ -369,6 +397,42 @@ void gemm(const GemmArgs<T>& g, SimdLevel level) {
 template <class T>
 void gemm(const GemmArgs<T>& g) {
   gemm(g, simd_level());
+}
+
+PackedB pack_b(const GemmArgs<float>& g) {
+  PackedB b;
+  b.K = g.K, b.N = g.N, b.level = simd_level();
+  const KernelSet<float>& ks = kernels_for<float>(b.level);
+  const int64_t nr = ks.nr, np = ceil_div(g.N, nr);
+  b.panels.resize(size_t(g.K * np * nr));
+  for (int64_t k0 = 0; k0 < g.K; k0 += ks.kc) {
+    const int64_t kc = std::min(ks.kc, g.K - k0);
+    for (int64_t q = 0; q < np; ++q) pack_b(g, ks, q * nr, k0, kc, b.panels.data() + (k0 * np + q * kc) * nr);
+  }
+  return b;
+}
+
+// gemm_small with B's panels ready: A packed per k slice (a few rows), the panels split over the threads.
+void gemm(const GemmArgs<float>& g, const PackedB& b) {
+  ENG_CHECK(b.K == g.K && b.N == g.N, "gemm: packed B is ", b.K, " x ", b.N, ", the product needs ", g.K, " x ", g.N);
+  if (g.precision != GemmPrecision::F32 || g.M <= kDotRows || b.level != simd_level() || g.K <= 0)
+    return gemm(g);
+  const KernelSet<float>& ks = kernels_for<float>(b.level);
+  const int64_t mr = ks.mr, nr = ks.nr, np = ceil_div(g.N, nr);
+  parallel_for(0, np, g.M * g.N * g.K >= kThreadWork ? 1 : np, [&](int64_t lo, int64_t hi) {
+    float* ap = scratch<float>(kSlotA, ceil_div(g.M, mr) * mr * ks.kc);
+    for (int64_t k0 = 0; k0 < g.K; k0 += ks.kc) {
+      const int64_t kc = std::min(ks.kc, g.K - k0);
+      pack_a(g, ks, 0, g.M, k0, kc, ap);
+      for (int64_t q = lo; q < hi; ++q) {
+        const int64_t n0 = q * nr;
+        for (int64_t m = 0; m < g.M; m += mr)
+          run_tile(ks, kc, ap + m * kc, 1, mr, b.panels.data() + (k0 * np + q * kc) * nr, nr, g.C + m * g.c_rs + n0,
+                   g.c_rs, std::min(mr, g.M - m), std::min(nr, g.N - n0), g.accumulate || k0 > 0,
+                   g.bias ? g.bias + n0 : nullptr);
+      }
+    }
+  });
 }
 
 template void gemm_reference<float>(const GemmArgs<float>&);

@@ -15,6 +15,7 @@
 // whose pairs are stored odd element first.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "engine/cpu_features.h"
 
@@ -49,7 +50,8 @@ void gemm_bf16_reference(const GemmArgs<float>& g);
 // kernel level and the shape only, never on the thread count or on how the work is split: each C element
 // is one multiply-add chain in k order, starting from C (accumulate) or 0 — except products with A's rows and
 // B's columns both contiguous along k (x·Wᵀ): with one or two rows they take the SIMD dot's partial sums, and
-// in f32 with AVX2 and up to 48 rows, eight lane sums per element (ops/gemm_kernels.h), each in a fixed order.
+// in f32 at the AVX2 level (not AVX-512) with up to 48 rows, eight lane sums per element (ops/gemm_kernels.h),
+// each in a fixed order.
 // So a split into row blocks keeps the bits when every block takes the path the whole product takes.
 // A bf16 product's bits depend on nothing but its operands (gemm_bf16_reference).
 template <class T>
@@ -59,5 +61,20 @@ void gemm(const GemmArgs<T>& g);
 // f64 has one portable kernel at every level.
 template <class T>
 void gemm(const GemmArgs<T>& g, SimdLevel level);
+
+// B packed once for many products by the same B (a Linear layer's weight through generation, where each step
+// multiplies a few rows by it): the kc x nr panels gemm would otherwise pack on every call, for the kernel level
+// current when packed. f32 only.
+struct PackedB {
+  int64_t K = 0, N = 0;
+  SimdLevel level = SimdLevel::Scalar;
+  std::vector<float> panels;  // slice k0 (kc rows) holds the panels of all columns, nr wide, from panels[k0 * N']
+};
+PackedB pack_b(const GemmArgs<float>& g);  // g.B, b_rs, b_cs, K and N; the rest is ignored
+
+// gemm(g) with B read from `b`, which must hold g.B's current values (the caller's to keep true). Each C element
+// is one multiply-add chain in k order from C (accumulate), the bias or 0: the bits of gemm's packed path. Takes
+// gemm(g) itself where the panels do not serve (a bf16 product, one or two rows, another kernel level).
+void gemm(const GemmArgs<float>& g, const PackedB& b);
 
 }  // namespace eng

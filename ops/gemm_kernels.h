@@ -2,6 +2,7 @@
 // instruction-set level (ops/gemm_kernels_avx512.cpp, ops/gemm_kernels_avx2.cpp; the portable one is in
 // gemm.cpp), with the cache blocking that suits each.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <new>
@@ -18,8 +19,9 @@ template <class T>
 using MicroKernel = void (*)(int64_t K, const T* a, int64_t a_rs, int64_t a_cs, const T* b, int64_t ldb, T* c,
                              int64_t ldc, bool load_c);
 
-// dst[k * ld + r] = (r < rows ? src[r * rs + k] : 0) for k < kc, r < width, rows <= width <= 8: packs up to 8
-// rows that run along k (A as stored, B transposed) into a k-major panel, zero-padding the missing rows.
+// dst[k * ld + r] = (r < rows ? src[r * rs + k] : 0) for k < kc, r < width, rows <= width <= transpose_rows
+// (KernelSet): packs a few rows that run along k (A as stored, B transposed) into a k-major panel, zero-padding
+// the missing rows.
 template <class T>
 using TransposeFn = void (*)(const T* src, int64_t rs, int64_t rows, int64_t width, int64_t kc, T* dst, int64_t ld);
 
@@ -37,9 +39,13 @@ struct KernelSet {
   int64_t kc = 0;          // k slice: an mr x kc panel of A stays in L1
   int64_t nc = 0;          // columns of packed B swept per A panel: kc x nc stays in L2
   int64_t mc = 0;          // rows of A per job (a multiple of mr)
+  // Products of up to this many multiply-adds in one k slice read A and B as stored (ops/gemm.cpp: gemm_small):
+  // while both sit in L2, packing them costs more than it saves.
+  int64_t in_place_work = 0;
   MicroKernel<T> kernel = nullptr;
   TransposeFn<T> transpose = nullptr;
-  DotBlockFn dot_block = nullptr;  // f32 with AVX2 only; elsewhere such products take the packed path
+  int64_t transpose_rows = 8;  // the most rows one transpose call takes
+  DotBlockFn dot_block = nullptr;  // the f32 AVX2 set only; elsewhere such products take the packed path
 };
 
 // The bf16 kernels (AVX512_BF16). Panels hold pairs: element (r, p) of a panel is a uint32 with bf16(x(r, 2p))
@@ -62,6 +68,15 @@ struct PairKernelSet {
 // The bf16 driver (ops/gemm_bf16.cpp): with `pairs` (AVX512_BF16), or with the f32 kernels `f32` on panels of
 // rounded values whose pairs are stored odd element first, so the f32 chain adds the same terms in the same order.
 void gemm_bf16(const GemmArgs<float>& g, const KernelSet<float>& f32, const PairKernelSet* pairs);
+
+// Row blocks (jobs) of C for `threads` threads taking them as they come: blocks of at most tiles_per_job register
+// tiles, at least two per thread so that a thread slowed by other work hands its share to the others, and a
+// multiple of the thread count, so that no thread is left running the last block alone (11 blocks on 2 threads
+// leave one idle for a twelfth of the product).
+inline int64_t row_jobs(int64_t m_tiles, int64_t tiles_per_job, int64_t threads) {
+  const int64_t jobs = std::max((m_tiles + tiles_per_job - 1) / tiles_per_job, 2 * threads);
+  return std::min(m_tiles, (jobs + threads - 1) / threads * threads);
+}
 
 // c[r * ldc + j] = bias[j] for r < rows, j < cols: a tile's start when the product has a bias (ops/gemm.h).
 template <class T>
@@ -98,7 +113,7 @@ KernelSet<float> avx512_kernels();
 KernelSet<float> avx2_kernels();
 // With AVX2 (so for the AVX-512 set too): 8 x 8 in-register transposes, for widths 8 and 6.
 void transpose_avx2(const float* src, int64_t rs, int64_t rows, int64_t width, int64_t kc, float* dst, int64_t ld);
-// With AVX2 (so for the AVX-512 set too): each element is eight lane sums over k in steps of 8, added as
+// The AVX2 set's (not the AVX-512 set's): each element is eight lane sums over k in steps of 8, added as
 // ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), then the k tail in order.
 void dot_block_avx2(int64_t K, const float* a, int64_t a_rs, int64_t rows, const float* b, int64_t b_cs, int64_t cols,
                     float* c, int64_t ldc, bool load_c);

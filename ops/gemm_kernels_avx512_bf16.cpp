@@ -1,7 +1,7 @@
 // AVX512_BF16 GEMM micro-kernel and packing: a 14 x 32 tile of C in 28 zmm accumulators, as the f32 AVX-512
 // kernel, but each step takes a pair of k: one vdpbf16ps per accumulator adds two exact products (odd k first),
 // so a step does twice the f32 kernel's work for the same instructions. The A pair is broadcast from memory.
-// Packing converts with vcvtneps2bf16, the rounding of ops/bf16.h. Built with a target attribute, so the file
+// Packing converts with vcvtne2ps2bf16, the rounding of ops/bf16.h. Built with a target attribute, so the file
 // compiles for baseline x86-64 and runs only where the dispatch found AVX512_BF16.
 #include "ops/gemm_kernels.h"
 
@@ -11,7 +11,7 @@
 #include <algorithm>
 
 #include "ops/bf16.h"
-#include "ops/gemm_transpose_avx2.h"
+#include "ops/gemm_transpose_avx512.h"
 
 #define ENG_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma")))
 
@@ -46,24 +46,28 @@ ENG_AVX512BF16 void kernel(int64_t pairs, const uint32_t* a, const uint32_t* b, 
   }
 }
 
-// Pairs along k contiguous in src (cs == 1: A as stored, B transposed): each of 8 rows converts 16 values of
-// k into 8 pairs, and an 8 x 8 transpose of the 32-bit pairs makes them k-major.
+// Pairs along k contiguous in src (cs == 1: A as stored, B transposed): each of up to 16 rows converts 32 values
+// of k into 16 pairs (vcvtne2ps2bf16 keeps them in k order, so each 32-bit lane is a pair), and a 16 x 16
+// transpose of the pairs makes them k-major.
 ENG_AVX512BF16 void pack_pairs_along_k(const float* src, int64_t rs, int64_t rows, int64_t width, int64_t kc,
                                        uint32_t* dst) {
   const int64_t depth = (kc + 1) / 2;
-  for (int64_t r0 = 0; r0 < width; r0 += 8) {
-    const int64_t w = std::min<int64_t>(8, width - r0);
-    for (int64_t p0 = 0; p0 < depth; p0 += 8) {
-      const int64_t k0 = 2 * p0, nk = std::min<int64_t>(16, kc - k0);
-      const __mmask16 keep = __mmask16((1u << nk) - 1);
-      __m256 v[8];
-      for (int i = 0; i < 8; ++i)
-        v[i] = r0 + i < rows ? _mm256_castsi256_ps((__m256i)_mm512_cvtneps_pbh(
-                                   _mm512_maskz_loadu_ps(keep, src + (r0 + i) * rs + k0)))
-                             : _mm256_setzero_ps();
-      transpose8(v);
-      for (int64_t i = 0; i < std::min<int64_t>(8, depth - p0); ++i)
-        store_row(reinterpret_cast<float*>(dst + (p0 + i) * width + r0), v[i], w);
+  for (int64_t r0 = 0; r0 < width; r0 += 16) {
+    const __mmask16 store = __mmask16((1u << std::min<int64_t>(16, width - r0)) - 1);
+    for (int64_t p0 = 0; p0 < depth; p0 += 16) {
+      const int64_t k0 = 2 * p0, nk = std::min<int64_t>(32, kc - k0);
+      const __mmask16 lo = __mmask16((1u << std::min<int64_t>(16, nk)) - 1);
+      const __mmask16 hi = __mmask16((1u << std::max<int64_t>(0, nk - 16)) - 1);
+      __m512 v[16];
+      for (int i = 0; i < 16; ++i) {
+        v[i] = _mm512_setzero_ps();
+        if (r0 + i >= rows) continue;
+        const float* s = src + (r0 + i) * rs + k0;
+        v[i] = (__m512)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, s + 16), _mm512_maskz_loadu_ps(lo, s));
+      }
+      transpose16(v);
+      for (int64_t i = 0; i < std::min<int64_t>(16, depth - p0); ++i)
+        _mm512_mask_storeu_ps(reinterpret_cast<float*>(dst + (p0 + i) * width + r0), store, v[i]);
     }
   }
 }

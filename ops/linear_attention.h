@@ -8,7 +8,7 @@
 // are padding: their φ(k_j) is zeroed AFTER the feature map (elu(0) + 1 = 1, so zeroing k would leak).
 // eps is added to the denominator after the dot product: φ(q_i)ᵀ z + eps (> 0 for the non-negative maps).
 //
-// Cost per head: O(N·M·Dv) time. Causal: computed in chunks of C = 64 positions, so most of the work is
+// Cost per head: O(N·M·Dv) time. Causal: computed in chunks of C = 56 positions, so most of the work is
 // GEMM; extra memory O(C·C + M·Dv) per thread plus the denominators (N floats per head), in forward AND
 // backward: the backward is the paper's Algorithm 1, a prefix pass for ∇q and a suffix pass for ∇k, ∇v,
 // never materialising the N states. Non-causal: whole-sequence GEMMs over per-thread buffers of the head's

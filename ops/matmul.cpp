@@ -1,6 +1,8 @@
 #include "ops/matmul.h"
 
+#include <algorithm>
 #include <type_traits>
+#include <vector>
 
 #include "engine/autograd.h"
 #include "engine/error.h"
@@ -12,6 +14,7 @@
 #include "ops/mixed_precision.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
+#include "ops/weight_panels.h"
 
 namespace eng {
 
@@ -107,6 +110,33 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   });
 }
 
+namespace {
+
+// Generation's products: 3 to 48 rows times a weight whose panels the thread's WeightPanels keeps
+// (ops/weight_panels.h); undefined where that does not apply (no cache, a gradient to record, other dtypes).
+Tensor linear_with_panels(const Tensor& x, const Tensor& weight, const Tensor& bias, GemmPrecision precision) {
+  WeightPanels* cache = active_weight_panels();
+  const int64_t in = weight.size(1), out = weight.size(0), rows = x.numel() / std::max<int64_t>(in, 1);
+  if (!cache || precision != GemmPrecision::F32 || x.dtype() != DType::F32 || rows < 3 || rows > 48 ||
+      !x.is_contiguous() || !weight.is_contiguous() ||
+      (grad_enabled() && (x.requires_grad() || weight.requires_grad() || bias.requires_grad())))
+    return Tensor();
+  std::vector<int64_t> shape = x.shape();
+  shape.back() = out;
+  Tensor y = empty(shape, DType::F32);
+  const Tensor b = bias.contiguous();
+  GemmArgs<float> g;
+  g.M = rows, g.N = out, g.K = in;
+  g.A = x.data<float>(), g.a_rs = in, g.a_cs = 1;
+  g.B = weight.data<float>(), g.b_rs = 1, g.b_cs = in;  // Wᵀ
+  g.C = y.data<float>(), g.c_rs = out;
+  g.bias = b.data<float>();
+  gemm(g, cache->get(g));
+  return y;
+}
+
+}  // namespace
+
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   ENG_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: x ", x.shape(),
             " and weight ", weight.shape(), " do not fit (weight is [out, in], x ends in in)");
@@ -117,6 +147,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (x.dim() == 1 || on_cuda(x) || on_cuda(weight))
     return bias_activation(matmul(x, transpose(weight, 0, 1)), bias, BiasActivation::None);
   const GemmPrecision precision = matmul_precision();
+  if (Tensor y = linear_with_panels(x, weight, bias, precision); y.defined()) return y;
   Tensor out = batched_matmul(x, transpose(weight, 0, 1), precision, bias.detach().contiguous());
   return record(out, "linear", {x, weight, bias}, [x = x.detach(), w = weight.detach(), precision](const Tensor& g) {
     const Tensor g2 = reshape(g, {-1, w.size(0)}), x2 = reshape(x, {-1, w.size(1)});

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "engine/anomaly.h"
 #include "engine/error.h"
@@ -25,6 +26,24 @@ TEST_CASE("autograd: a tensor used twice gets both contributions (micrograd's b 
   c.backward();
   CHECK(c.item() == 12);
   CHECK(a.grad().item() == 4);
+}
+
+TEST_CASE("autograd: a leaf's gradient is never a tensor something else holds (the op's own result is kept, no copy)") {
+  auto vec = [](std::vector<double> v) { return from_vector(v, {int64_t(v.size())}, DType::F64); };
+  Tensor a = vec({1, 2, 3}).set_requires_grad(), b = vec({4, 5, 6}).set_requires_grad();
+  const Tensor g = vec({1, -1, 2});
+  (a + b).backward(g);  // add may pass one gradient to both inputs
+  a.grad().data<double>()[0] = 100;
+  CHECK(b.grad().to_vector() == std::vector<double>{1, -1, 2});
+  CHECK(g.to_vector() == std::vector<double>{1, -1, 2});
+  Tensor c = vec({7, 8, 9}).set_requires_grad();
+  c.backward(g);  // a leaf root: the caller's gradient is copied, not taken
+  CHECK(c.grad().data<double>() != g.data<double>());
+  Tensor d = vec({1, 2, 3}).set_requires_grad();
+  (d * d).backward(g);  // mul's fresh gradient becomes d's
+  CHECK(d.grad().to_vector() == std::vector<double>{2, -4, 12});
+  (d * d).backward(g);  // and later ones add into it
+  CHECK(d.grad().to_vector() == std::vector<double>{4, -8, 24});
 }
 
 TEST_CASE("autograd: grads accumulate across backward calls until zero_grad") {

@@ -286,7 +286,7 @@ TEST_CASE("text: the 90/5/5 split, enwik8's exactly; random and consecutive wind
   CHECK(c.size(TextSplit::Valid) == 50);
   CHECK(c.size(TextSplit::Test) == 50);
   Rng rng(3);
-  LMBatch b = c.sample(TextSplit::Valid, 4, 10, rng);
+  LMBatch b = c.sample(TextSplit::Valid, rng, 0, 4, 10);
   CHECK(b.inputs.shape() == Shape{4, 10});
   for (int64_t i = 0; i < 4; ++i) {
     const int64_t first = int64_t(b.inputs.at({i, 0}));
@@ -303,7 +303,7 @@ TEST_CASE("text: the 90/5/5 split, enwik8's exactly; random and consecutive wind
   const std::string t = "text: " + dir.file("t.txt") + ": ";
   CHECK_THROWS_WITH(c.windows(TextSplit::Test, 6, 2, 7),
                     (t + "windows [6, 8) of 7 bytes are outside the 7 of the test split").c_str());
-  CHECK_THROWS_WITH(c.sample(TextSplit::Valid, 1, 50, rng),
+  CHECK_THROWS_WITH(c.sample(TextSplit::Valid, rng, 0, 1, 50),
                     (t + "the valid split holds 50 bytes, too few for a window of 50 + 1").c_str());
   write_file(dir.file("short"), iota_bytes(39));
   const std::string s = "text: " + dir.file("short") + ": ";

@@ -152,22 +152,27 @@ TEST_CASE("gemm: long K on few rows (unpacked path in k slices)") {
 }
 
 #if defined(__x86_64__)
-TEST_CASE("gemm: the AVX2 transposing pack (A and Bᵀ panels of both x86 kernel sets) == the plain loop") {
-  if (simd_level() < SimdLevel::Avx2) return;
+TEST_CASE("gemm: the transposing packs of the x86 kernel sets (A and Bᵀ panels) == the plain loop") {
+  std::vector<gemm_detail::KernelSet<float>> sets;
+  if (simd_level() >= SimdLevel::Avx2) sets.push_back(gemm_detail::avx2_kernels());
+  if (simd_level() >= SimdLevel::Avx512) sets.push_back(gemm_detail::avx512_kernels());
   Rng rng(9);
-  std::vector<float> src(8 * 40);
+  std::vector<float> src(16 * 40);
   for (float& x : src) x = float(rng.uniform());
-  for (int64_t width : {8, 6, 3})
-    for (int64_t rows = 0; rows <= width; ++rows)
-      for (int64_t kc : {1, 7, 8, 9, 16, 21}) {
-        const int64_t ld = width + 5;
-        std::vector<float> got(size_t(kc * ld + 1), -1.f), want = got;
-        gemm_detail::transpose_avx2(src.data(), 40, rows, width, kc, got.data(), ld);
-        for (int64_t k = 0; k < kc; ++k)
-          for (int64_t r = 0; r < width; ++r) want[size_t(k * ld + r)] = r < rows ? src[size_t(r * 40 + k)] : 0.f;
-        INFO("width ", width, " rows ", rows, " kc ", kc);
-        CHECK(got == want);  // and nothing written outside the panel's columns
-      }
+  for (const auto& ks : sets) {
+    const int64_t tr = ks.transpose_rows;  // 8 (AVX2) or 16 (AVX-512); widths as the panels of mr and nr use
+    for (int64_t width : {tr, tr - 2, int64_t(3)})
+      for (int64_t rows = 0; rows <= width; ++rows)
+        for (int64_t kc : {1, 7, 8, 9, 15, 16, 17, 21, 33}) {
+          const int64_t ld = width + 5;
+          std::vector<float> got(size_t(kc * ld + 1), -1.f), want = got;
+          ks.transpose(src.data(), 40, rows, width, kc, got.data(), ld);
+          for (int64_t k = 0; k < kc; ++k)
+            for (int64_t r = 0; r < width; ++r) want[size_t(k * ld + r)] = r < rows ? src[size_t(r * 40 + k)] : 0.f;
+          INFO("transpose rows ", tr, " width ", width, " rows ", rows, " kc ", kc);
+          CHECK(got == want);  // and nothing written outside the panel's columns
+        }
+  }
 }
 #endif
 
@@ -202,7 +207,8 @@ TEST_CASE("gemm: f64 == reference") {
 // out: its blocks of 10 rows take the dot-block path, whose bits differ from the tiles'; see ops/gemm.h.)
 TEST_CASE("gemm: bits equal for 1, 2 and 3 threads and for any split into row or column blocks") {
   const std::vector<std::pair<Dims, std::vector<int>>> cases = {
-      {{210, 150, 520}, {0, 1, 3, 5, 7}}, {{57, 2048, 2100}, {0}}, {{57, 17000, 24}, {7}}};
+      {{210, 150, 520}, {0, 1, 3, 5, 7}}, {{57, 2048, 2100}, {0}}, {{57, 17000, 24}, {7}},
+      {{96, 140, 160}, {0, 3}}};  // the last unpacked at every size (AVX-512: in_place_work), and threaded
   for (SimdLevel level : levels())
     for (const auto& c : cases)
       for (int layout : c.second) {

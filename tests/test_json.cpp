@@ -2,11 +2,15 @@
 
 #include <doctest/doctest.h>
 
+#include <charconv>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "engine/error.h"
+#include "engine/rng.h"
 
 using namespace eng;
 
@@ -64,6 +68,24 @@ TEST_CASE("json: doubles are written with the shortest exact text") {
   }
   CHECK_THROWS_WITH(Json(std::nan("")).dump(), "json: cannot write nan: JSON has no NaN or infinity");
   CHECK_THROWS_WITH(Json(HUGE_VAL).dump(), "json: cannot write inf: JSON has no NaN or infinity");
+}
+
+TEST_CASE("general_text: printf's %.*g, the same text as to_chars in the classic locale") {
+  Rng rng(11);
+  std::vector<double> values = {0.0, -0.0, 0.1, 1.0 / 3, 1e300, -1e-310, 5e-324, 123456.789, 1e21, 1e-5, 9.5, 0.5,
+                                HUGE_VAL, -HUGE_VAL};
+  for (int i = 0; i < 2000; ++i) {  // random bit patterns: every binade, denormals, both signs (no NaN payloads)
+    const uint64_t bits = uint64_t(rng.next_u32()) << 32 | rng.next_u32();
+    double d;
+    std::memcpy(&d, &bits, sizeof d);
+    if (std::isfinite(d)) values.push_back(d);
+  }
+  for (double v : values)
+    for (int p = 1; p <= 17; ++p) {
+      char buf[64];
+      const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, p);
+      CHECK(general_text(v, p) == std::string(buf, r.ptr));
+    }
 }
 
 TEST_CASE("json: string escapes and UTF-8") {

@@ -151,6 +151,29 @@ TEST_CASE("causal linear attention: backward keeps no per-position state (memory
   CHECK(peak(N) < N * N * 4);
 }
 
+TEST_CASE("linear attention: an output gradient of any strides (broadcast, transposed) == its contiguous copy") {
+  for (bool causal : {false, true}) {
+    const int64_t B = 2, H = 2, N = 70, M = 5, Dv = 6;  // 70: past one chunk of 64
+    Tensor q = uniform({B, H, N, M}, 1).to(DType::F32), k = uniform({B, H, N, M}, 2).to(DType::F32);
+    Tensor v = uniform({B, H, N, Dv}, 3).to(DType::F32);
+    const Tensor given[] = {expand(reshape(uniform({Dv}, 4).to(DType::F32), {1, 1, 1, Dv}), {B, H, N, Dv}),
+                            transpose(uniform({B, H, Dv, N}, 5).to(DType::F32), 2, 3)};
+    for (int which = 0; which < 2; ++which) {
+      const Tensor& g = given[which];
+      INFO("causal ", causal, which ? " transposed" : " broadcast", " gradient");
+      std::vector<Tensor> grads[2];
+      for (int copy = 0; copy < 2; ++copy) {
+        Tensor qr = q.detach().set_requires_grad(true), kr = k.detach().set_requires_grad(true);
+        Tensor vr = v.detach().set_requires_grad(true);
+        Tensor y = causal ? causal_linear_attention(qr, kr, vr) : linear_attention(qr, kr, vr);
+        y.backward(copy ? g.contiguous() : g);
+        grads[copy] = {qr.grad(), kr.grad(), vr.grad()};
+      }
+      for (int i = 0; i < 3; ++i) CHECK(grads[0][size_t(i)].to_vector() == grads[1][size_t(i)].to_vector());
+    }
+  }
+}
+
 TEST_CASE("linear attention step == the causal parallel form at every position; cross form reads a fixed state") {
   const int64_t B = 2, H = 2, N = 9, M = 4, Dv = 3;
   Tensor q = uniform({B, H, N, M}, 1), k = uniform({B, H, N, M}, 2), v = uniform({B, H, N, Dv}, 3);

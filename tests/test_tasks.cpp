@@ -18,7 +18,7 @@ TEST_CASE("recall task: distinct keys, the query repeats one key, the target is 
   CHECK(task.vocab() == 15);
   CHECK(task.seq_len() == 15);
   Rng rng(1);
-  LMBatch b = task.sample(64, rng);
+  LMBatch b = task.sample(rng, 0, 64);
   REQUIRE(b.inputs.shape() == Shape{64, 15});
   std::set<int64_t> lengths;
   for (int64_t i = 0; i < 64; ++i) {
@@ -49,7 +49,7 @@ TEST_CASE("recall task: distinct keys, the query repeats one key, the target is 
   CHECK(lengths.size() == 6);  // every pair count from 1 to 6 occurs
   RecallTask fixed(3, 3, 2, true);
   Rng r2(2);
-  LMBatch f = fixed.sample(4, r2);
+  LMBatch f = fixed.sample(r2, 0, 4);
   for (int64_t i = 0; i < 4; ++i) CHECK(f.inputs.at({i, 6}) == RecallTask::kQuery);
   CHECK_THROWS_WITH(RecallTask(5, 4), "recall task: keys must be distinct, so 5 pairs need at least 5 keys, got 4");
 }
@@ -64,7 +64,7 @@ TEST_CASE("ctc task: frames are each phoneme's pattern plus noise, for its durat
   CTCTask task(opt);
   CHECK(task.classes() == 6);
   Rng rng(7);
-  CTCBatch b = task.sample(16, rng);
+  CTCBatch b = task.sample(rng, 0, 16);
   const int64_t T = b.frames.size(1), S = b.labels.size(1);
   CHECK(T == *std::max_element(b.frame_lengths.begin(), b.frame_lengths.end()));
   CHECK(S == *std::max_element(b.label_lengths.begin(), b.label_lengths.end()));
@@ -99,7 +99,7 @@ TEST_CASE("ctc task: frames are each phoneme's pattern plus noise, for its durat
   opt.min_duration = opt.max_duration = 3;
   CTCTask noisy(opt);
   Rng r2(8);
-  CTCBatch nb = noisy.sample(64, r2);
+  CTCBatch nb = noisy.sample(r2, 0, 64);
   double sq = 0;
   int64_t count = 0;
   for (int64_t i = 0; i < 64; ++i) {
@@ -114,7 +114,7 @@ TEST_CASE("ctc task: frames are each phoneme's pattern plus noise, for its durat
   CHECK(std::sqrt(sq / double(count)) == doctest::Approx(0.5).epsilon(0.1));
   // seeded: the same generator position gives the same batch
   Rng a(5), c(5);
-  CHECK(noisy.sample(3, a).frames.to_vector() == noisy.sample(3, c).frames.to_vector());
+  CHECK(noisy.sample(a, 0, 3).frames.to_vector() == noisy.sample(c, 0, 3).frames.to_vector());
   CHECK_THROWS_WITH(CTCTask(CTCTaskOptions{1, 4, 1, 2, 2, 6, 0.5, 1}),
                     "ctc task: needs at least 2 phonemes (no phoneme repeats its predecessor), got 1");
 }
@@ -142,7 +142,7 @@ TEST_CASE("pixel task: raster-order targets, inputs shifted behind the start tok
   CHECK(images.shape() == Shape{2, 2, 2, 3});
   CHECK(images.at({1, 1, 0, 2}) == double(100 + 6 + 2));
   Rng rng(3);
-  const LMBatch s = task.sample(5, rng);
+  const LMBatch s = task.sample(rng, 0, 5);
   for (int64_t i = 0; i < 5; ++i) CHECK(int64_t(s.targets.at({i, 0})) % 50 == 0);
   CHECK_THROWS_WITH(task.range(2, 2), "pixel task: images [2, 4) are outside tiny of 3");
   CHECK_THROWS_WITH(task.to_images(zeros({1, 5}, DType::I64)), "pixel task: tokens [1, 5] are not rows of 12 pixels");

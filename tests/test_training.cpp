@@ -31,7 +31,8 @@ TransformerConfig copy_config(int64_t d_model = 16) {
 }
 
 double train_step(LanguageModel& m, Optimizer& opt, const CopyTask& task, Rng& data) {
-  LMBatch b = task.sample(8, data);
+  LMBatch b = task.sample(data, 0, 8);
+  data.set_position(data.position() + 1);  // the next step's stream
   Tensor logits = m.forward(b.inputs);
   Tensor loss = cross_entropy(reshape(logits, {-1, logits.size(-1)}), reshape(b.targets, {-1}), kIgnore);
   opt.zero_grad();
@@ -206,7 +207,7 @@ TEST_CASE("a tiny copy-task model learns: held-out copy loss below 0.2 within 80
   auto held_out = [&] {
     NoGradGuard no_grad;
     Rng eval_data(99);
-    LMBatch b = task.sample(256, eval_data);
+    LMBatch b = task.sample(eval_data, 0, 256);
     Tensor logits = m.forward(b.inputs);
     return cross_entropy(reshape(logits, {-1, logits.size(-1)}), reshape(b.targets, {-1}), kIgnore).item();
   };

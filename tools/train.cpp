@@ -279,14 +279,16 @@ double forward_backward(Training& t, const TrainingFlags& f, TrainingLog& log, i
       log.count(totals.counts);
       return totals.loss;
     }
+    StepStart start(*t.job, t.data, f.accum);  // micro-batch m: the step's rows [m batch, (m + 1) batch)
     for (int64_t m = 0; m < f.accum; ++m) {
-      StepResult r = t.job->run(f.batch, t.data);
+      StepResult r = start.run(m * f.batch, f.batch);
       Tensor loss = r.penalty.defined() ? add(r.loss, r.penalty) : r.loss;
       if (f.accum > 1) loss = mul_scalar(loss, 1.0 / double(f.accum));
       loss.backward();
       step_loss += r.loss.item() / double(f.accum);
       log.count(r);
     }
+    t.data.set_position(t.data.position() + 1);  // the next step's stream
   } catch (const Error& e) {
     fail("train: step ", step + 1, ": ", e.what());
   }
@@ -395,8 +397,9 @@ int run(int argc, char** argv) {
   inputs.push_back({"init", f.run.init});
   check_ranks_agree(comm, argc, argv, inputs);
   const TaskPlan plan = task_flags->plan({model, f.model.layers, !f.run.resume.empty()});
-  ENG_CHECK(plan.model.mem_len == 0 || comm.size() == 1, "train: --mem-len reads consecutive streams and does not "
-            "split over ranks; run it in one process");
+  ENG_CHECK(plan.model.mem_len == 0 || comm.size() * f.training.accum == 1, "train: --mem-len reads consecutive "
+            "streams, one memory for the whole batch, and does not split over ranks or micro-batches; run it in one "
+            "process without --accum");
   limit_memory(plan, f);
   Training t = build(task, plan, f);
   TrainingLog log(comm.rank() == 0 ? f.run.log : "", t.job->decodes_labels(), t.start, f.training.steps);

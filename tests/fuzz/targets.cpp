@@ -24,9 +24,15 @@ namespace eng::fuzz {
 
 namespace {
 
-// The readers take paths, so each input goes through a file of this process's own.
-std::string write_input(const uint8_t* data, size_t size) {
+// The readers take paths, so each input goes through a file of this process's own, removed when it exits.
+struct InputFile {
   const std::string path = "/tmp/eng_fuzz_" + std::to_string(getpid()) + ".bin";
+  ~InputFile() { std::remove(path.c_str()); }
+};
+
+std::string write_input(const uint8_t* data, size_t size) {
+  static const InputFile file;
+  const std::string& path = file.path;
   std::FILE* f = std::fopen(path.c_str(), "wb");
   ENG_CHECK(f, "fuzz: cannot write ", path);
   if (size > 0) std::fwrite(data, 1, size, f);
@@ -143,7 +149,7 @@ int text(const uint8_t* data, size_t size) {
     Rng rng(7);
     for (TextSplit s : {TextSplit::Train, TextSplit::Valid, TextSplit::Test}) {
       if (corpus.num_windows(s, len) > 0) (void)corpus.windows(s, 0, 1, len);
-      (void)corpus.sample(s, 2, len, rng);
+      (void)corpus.sample(s, rng, 0, 2, len);
     }
   });
 }

@@ -1,7 +1,7 @@
-// checkpoint_close A B TOL: whether the model weights of two checkpoints agree tensor by tensor within TOL in
-// relative L2 norm, ||a - b|| / ||b|| (the promise of --reduce fast against exact, docs/distributed.md). The
-// optimizer's state ("optim.*") is not compared. Prints the largest relative difference; exit 1 beyond TOL, or when
-// the files do not hold the same tensors.
+// checkpoint_close A B TOL [SKIP]: whether the model weights of two checkpoints agree tensor by tensor within TOL
+// in relative L2 norm, ||a - b|| / ||b|| (the promise of --reduce fast against exact, docs/distributed.md). The
+// optimizer's state ("optim.*") and the tensors whose names end in SKIP are not compared. Prints the largest
+// relative difference; exit 1 beyond TOL, or when the files do not hold the same tensors.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,14 +17,19 @@ using namespace eng;
 namespace {
 
 int run(int argc, char** argv) {
-  ENG_CHECK(argc == 4, "usage: checkpoint_close A B TOL");
+  ENG_CHECK(argc == 4 || argc == 5, "usage: checkpoint_close A B TOL [SKIP]");
   const double tol = std::atof(argv[3]);
+  const std::string skip = argc == 5 ? argv[4] : "";
+  const auto skipped = [&](const std::string& name) {
+    return !skip.empty() && name.size() >= skip.size() &&
+           name.compare(name.size() - skip.size(), skip.size(), skip) == 0;
+  };
   const SafetensorsFile a = load_safetensors(argv[1]), b = load_safetensors(argv[2]);
   std::map<std::string, Tensor> other(b.tensors.begin(), b.tensors.end());
   double worst = 0;
   std::string worst_name;
   for (const auto& [name, t] : a.tensors) {
-    if (name.rfind("optim.", 0) == 0) continue;
+    if (name.rfind("optim.", 0) == 0 || skipped(name)) continue;
     const auto it = other.find(name);
     ENG_CHECK(it != other.end() && it->second.shape() == t.shape() && t.dtype() == DType::F32 &&
                   it->second.dtype() == DType::F32,

@@ -236,6 +236,13 @@ int bench_generate(int argc, char** argv) {
         if (name == "stateful")
           for (const auto& [name2, t2] : rows)
             if (name2 == "linear") std::printf("  linear RNN / stateful softmax: %.2fx\n", t.seconds / t2.seconds);
+      // The step's matrix products per token: q, k, v, output and the FFN's two in every layer, and the head.
+      const double step_flops = 2.0 * double(b) * double(layers * (4 * d_model * d_model + 8 * d_model * d_model) +
+                                                          d_model * 256);
+      for (const auto& [name, t] : rows)
+        if (name == "linear")
+          std::printf("  linear RNN step: %.1f GF/s (its matrix products, %.1f MFLOP per token, over the whole step)\n",
+                      step_flops * double(tokens) / t.seconds * 1e-9, step_flops * 1e-6);
       if (std::any_of(rows.begin(), rows.end(), [](const auto& r) { return r.second.estimated; }))
         std::printf("  * naive and lsh: integrated from %lld timed prefix forwards (--naive-full runs them in full)\n",
                     (long long)naive_samples);

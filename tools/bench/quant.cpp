@@ -165,7 +165,7 @@ Quality copy_quality(const std::string& path, int64_t batches, int64_t seed) {
   const CopyTask task(q.model.max_len, parse_int(run.task.at("symbols"), {1, 1 << 20}, "task.symbols"),
                       run.task.at("fixed_length") == "true");
   Rng rng(static_cast<uint64_t>(seed));
-  for (int64_t b = 0; b < batches; ++b) q.batches.push_back(task.sample(32, rng));
+  for (int64_t b = 0; b < batches; ++b) q.batches.push_back(task.sample(rng, 32 * b, 32));
   return q;
 }
 

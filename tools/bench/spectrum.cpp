@@ -94,10 +94,10 @@ int run(int argc, char** argv) {
   Rng rng(20260531);
   LMBatch batch;
   if (task_name == "copy") {
-    batch = CopyTask(c.max_len, symbols, /*fixed_length=*/true).sample(sequences, rng);
+    batch = CopyTask(c.max_len, symbols, /*fixed_length=*/true).sample(rng, 0, sequences);
   } else {
     ENG_CHECK(!data.empty(), "bench spectrum: ", path, " is a text model: --data must name its corpus");
-    batch = TextCorpus(data).sample(TextSplit::Valid, sequences, c.max_len, rng);
+    batch = TextCorpus(data).sample(TextSplit::Valid, rng, 0, sequences, c.max_len);
   }
   {
     NoGradGuard no_grad;

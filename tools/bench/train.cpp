@@ -73,10 +73,14 @@ class RandomTokensJob : public jobs::Job {
   RandomTokensJob(LanguageModel& model, int64_t seq) : model_(model), seq_(seq) {}
   Module& model() override { return model_; }
   Rng& model_rng() override { return model_.rng(); }
-  jobs::StepResult run(int64_t batch, Rng& data) override {
+  jobs::StepResult run_rows(const Rng& data, int64_t first_row, int64_t batch) override {
     const int64_t vocab = model_.config().vocab;
     Tensor ids = empty({batch, seq_ + 1}, DType::I64);
-    for (int64_t i = 0; i < ids.numel(); ++i) ids.data<int64_t>()[i] = int64_t(data.below(uint64_t(vocab)));
+    for (int64_t i = 0; i < batch; ++i) {
+      Rng row = data.fork(uint64_t(first_row + i));
+      int64_t* r = ids.data<int64_t>() + i * (seq_ + 1);
+      for (int64_t t = 0; t <= seq_; ++t) r[t] = int64_t(row.below(uint64_t(vocab)));
+    }
     const Tensor inputs = narrow(ids, 1, 0, seq_).contiguous(), targets = narrow(ids, 1, 1, seq_).contiguous();
     jobs::StepResult r;
     r.loss = cross_entropy(reshape(model_.forward(inputs), {-1, vocab}), reshape(targets, {-1}));

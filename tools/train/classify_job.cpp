@@ -28,12 +28,9 @@ class ClassifyJob : public Job {
         model_(c, splits_.train.channels * patch * patch) {}
   Module& model() override { return model_; }
   Rng& model_rng() override { return model_.rng(); }
-  StepResult run(int64_t batch, Rng& data) override {
+  StepResult run_rows(const Rng& data, int64_t first_row, int64_t batch) override {
     const ImageDataset& images = model_.training() ? splits_.train : splits_.valid;
-    ENG_CHECK(images.size() > 0, "train classify: ", images.name, " holds no images");
-    std::vector<int64_t> idx(static_cast<size_t>(batch));
-    for (int64_t& i : idx) i = int64_t(data.below(uint64_t(images.size())));
-    return score(gather(images, idx));
+    return score(gather(images, sample_indices(images, data, first_row, batch)));
   }
   std::string final_report(int64_t batch) override {
     NoGradGuard no_grad;

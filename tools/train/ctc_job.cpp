@@ -32,7 +32,9 @@ class CTCJob : public Job {
       : task_(task), test_utterances_(test_utterances), model_(c, task.features()) {}
   Module& model() override { return model_; }
   Rng& model_rng() override { return model_.rng(); }
-  StepResult run(int64_t batch, Rng& data) override { return score(task_.sample(batch, data)); }
+  StepResult run_rows(const Rng& data, int64_t first_row, int64_t batch) override {
+    return score(task_.sample(data, first_row, batch));
+  }
   bool decodes_labels() const override { return true; }
   std::string final_report(int64_t) override {
     NoGradGuard no_grad;
@@ -40,7 +42,7 @@ class CTCJob : public Job {
     Rng rng(kTestUtteranceSeed);
     StepResult total;
     for (int64_t first = 0; first < test_utterances_; first += kTestChunk) {
-      const StepResult r = score(task_.sample(std::min(kTestChunk, test_utterances_ - first), rng));
+      const StepResult r = score(task_.sample(rng, first, std::min(kTestChunk, test_utterances_ - first)));
       total.edits += r.edits;
       total.labels += r.labels;
       total.correct += r.correct;

@@ -26,12 +26,6 @@ class Timed {
 
 }  // namespace
 
-Rng micro_batch_stream(const Rng& step_stream, int64_t k) {
-  // Philox of (position, seed + k * golden ratio) as the new seed: streams for different k or steps share nothing.
-  const auto w = philox4x32(step_stream.position(), step_stream.seed() + uint64_t(k) * 0x9E3779B97F4A7C15ull);
-  return Rng((uint64_t(w[0]) << 32 | w[1]) ^ (uint64_t(w[2]) << 32 | w[3]) * 0xD1B54A32D192ED03ull);
-}
-
 DataParallel::DataParallel(Communicator& comm, std::vector<Tensor> params, int64_t accum, ReduceOrder order)
     : comm_(comm), params_(std::move(params)), accum_(accum), order_(order) {
   ENG_CHECK(accum_ >= 1, "train: --accum must be at least 1, got ", accum_);
@@ -174,7 +168,7 @@ double DataParallel::finish(double max_norm) {
 }
 
 StepTotals DataParallel::forward_backward(Job& job, Rng& data, int64_t batch) {
-  const Rng data_step = data, model_step = job.model_rng();
+  StepStart start(job, data, accum_);
   const int64_t K = micro_batches();
   const bool overlap = order_ == ReduceOrder::Fast && comm_.size() > 1 && !uses_.empty();
   constexpr size_t kFields = 6;  // loss, correct, counted, tokens, edits, labels of one micro-batch
@@ -182,9 +176,7 @@ StepTotals DataParallel::forward_backward(Job& job, Rng& data, int64_t batch) {
   for (int64_t m = 0; m < accum_; ++m) {
     const int64_t k = comm_.rank() * accum_ + m;
     for (Tensor& p : params_) p.zero_grad();
-    data = micro_batch_stream(data_step, k);
-    job.model_rng() = micro_batch_stream(model_step, k);
-    const StepResult r = job.run(batch, data);
+    const StepResult r = start.run(k * batch, batch);
     Tensor loss = r.penalty.defined() ? add(r.loss, r.penalty) : r.loss;
     loss = mul_scalar(loss, 1.0 / double(K));
     const bool last = m + 1 == accum_;
@@ -206,8 +198,7 @@ StepTotals DataParallel::forward_backward(Job& job, Rng& data, int64_t batch) {
     f[1] = double(r.correct), f[2] = double(r.counted), f[3] = double(r.tokens), f[4] = double(r.edits),
     f[5] = double(r.labels);
   }
-  data = Rng(data_step.seed(), data_step.position() + 1);
-  job.model_rng() = Rng(model_step.seed(), model_step.position() + 1);
+  data.set_position(data.position() + 1);
   if (order_ == ReduceOrder::Fast && uses_.empty()) uses_ = seen_;
   if (sharded_)  // the shard reads sums(): the whole gradients need not outlive backward
     for (Tensor& p : params_) p.zero_grad();

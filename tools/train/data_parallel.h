@@ -1,9 +1,15 @@
 // Steps made of several micro-batches, in one process (--accum K) or over the ranks of an MPI job (each rank
 // --batch / ranks sequences; docs/distributed.md). The rules that make N ranks with --accum 1 repeat one process
-// with --accum N bit for bit:
-// - Global micro-batch k of a step (k = rank * accum + m) draws its data and dropout from streams keyed by
-//   (the step's generator position, k), not from where the previous micro-batch left the generator: rank k draws
-//   exactly what micro-batch k of the one process draws. After the step both generators advance by one.
+// with --accum N bit for bit, and make the data and randomness of a step independent of how it is split:
+// - A step's batch is K micro-batches of b rows; global micro-batch k (k = rank * accum + m) holds the step's rows
+//   [k b, (k + 1) b). Row g draws its data from the step's data generator forked at g (Rng::fork, job.h), and its
+//   dropout masks from the model's generator forked at g (ops/dropout.h), whatever micro-batch or rank holds it:
+//   the rows of --batch 6 are those of --batch 3 --accum 2 and of 2 or 3 ranks. Every micro-batch starts from the
+//   step's state (StepStart, job.h): the same data and model generators, and the same buffers, so that per-batch
+//   randomness (an attention's random rotations or features, chosen by its call counter) is the step's, shared by
+//   all rows. After the step the data generator moves on by one word; the model's generator and buffers stand
+//   where every micro-batch left them. A buffer a forward updates from its data (routing's centroids) keeps the
+//   last micro-batch's update, computed from the step's start, on each rank.
 // - Each micro-batch's loss is scaled by 1 / K (K = ranks * accum), and its gradients g_k are summed in order,
 //   ((g_0 + g_1) + g_2) + ..., in f32: --reduce exact sums over ranks in rank order (engine/comm.h), so the sum
 //   is the one process's. --reduce fast lets MPI choose the order (equal within rounding) and overlaps the
@@ -27,9 +33,6 @@
 
 namespace eng::jobs {
 
-// The generator of global micro-batch k of a step whose generator stands at `step_stream`.
-Rng micro_batch_stream(const Rng& step_stream, int64_t k);
-
 // What the micro-batches of a step add up to, over every rank: loss = Σ_k loss_k / K in k order, and the counts.
 struct StepTotals {
   double loss = 0;
@@ -44,8 +47,8 @@ class DataParallel {
   // --shard-optimizer (optimizer_shard.h): exact sums are reduce-scattered, each rank receiving only its slice of
   // the flat gradients (even_slices over the ranks), and no parameter's .grad is set: the shard reads sums().
   void shard_gradients();
-  // This rank's micro-batches of one step, each of `batch` sequences, with keyed streams, and the sum of their
-  // gradients over all K micro-batches and every rank.
+  // This rank's micro-batches of one step, each of `batch` sequences (global micro-batch k holds the step's rows
+  // [k batch, (k + 1) batch)), and the sum of their gradients over all K micro-batches and every rank.
   StepTotals forward_backward(Job& job, Rng& data, int64_t batch);
   // Then: the global norm of the summed gradients, which are scaled by max_norm / (norm + 1e-6) when the norm is
   // finite and above max_norm (as clip_grad_norm), and, unsharded, set as every parameter's .grad (undefined where no

@@ -13,7 +13,8 @@ Eval evaluate(Job& job, int64_t batches, int64_t batch, uint64_t seed) {
   Eval e;
   int64_t correct = 0, counted = 0;
   for (int64_t i = 0; i < batches; ++i) {
-    StepResult r = job.run(batch, data);
+    StepResult r = job.run(data, 0, batch);
+    data.set_position(data.position() + 1);
     e.loss += r.loss.item() / double(batches);
     correct += r.correct;
     counted += r.counted;

@@ -2,11 +2,30 @@
 
 #include <sstream>
 
+#include "engine/error.h"
 #include "ops/loss.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
 
 namespace eng::jobs {
+
+StepStart::StepStart(Job& job, const Rng& data, int64_t micro_batches)
+    : job_(job), data_(data), model_(job.model_rng()) {
+  if (micro_batches > 1)
+    for (const auto& nb : job.model().named_buffers()) buffers_.push_back(nb.second.clone());
+}
+
+StepResult StepStart::run(int64_t first_row, int64_t batch) {
+  if (started_) {
+    job_.model_rng() = model_;
+    const auto buffers = job_.model().named_buffers();
+    ENG_CHECK(buffers.size() == buffers_.size(), "train: a micro-batch after the first of a step needs the step's "
+              "buffers restored (StepStart made for one micro-batch)");
+    for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second.copy_from(buffers_[i]);
+  }
+  started_ = true;
+  return job_.run(data_, first_row, batch);
+}
 
 void count_correct(const Tensor& logits, const Tensor& targets, StepResult& r) {
   Tensor pred = argmax(to_device(logits.detach(), Device::CPU), -1);

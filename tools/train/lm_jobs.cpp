@@ -37,12 +37,14 @@ class CopyJob : public Job {
   CopyJob(const TransformerConfig& c, const CopyTask& task) : task_(task), model_(c, true) {}
   Module& model() override { return model_; }
   Rng& model_rng() override { return model_.rng(); }
-  StepResult run(int64_t batch, Rng& data) override { return score_lm(model_, task_.sample(batch, data)); }
+  StepResult run_rows(const Rng& data, int64_t first_row, int64_t batch) override {
+    return score_lm(model_, task_.sample(data, first_row, batch));
+  }
   // Free-running generation with the model's recurrent form (a KV cache for softmax, the RNN form for
   // linear attention): the prefix is fed, then each copied token is the model's own previous prediction.
   std::string eval_extra(int64_t batch, Rng& data) override {
     if (!model_.layers.front()->self_attn.mechanism().new_state()) return "";  // no recurrent form
-    LMBatch b = task_.sample(batch, data);
+    LMBatch b = task_.sample(data, 0, batch);
     const int64_t L = b.inputs.size(1);
     auto state = model_.new_state();
     Tensor cur = empty({batch}, DType::I64), pred;
@@ -92,8 +94,9 @@ class TextJob : public Job {
     if (model_.config().mem_len == 0) return;
     for (TextSplit s : {TextSplit::Train, TextSplit::Test}) corpus_.num_stream_segments(s, batch, len_);
   }
-  StepResult run(int64_t batch, Rng& data) override {
+  StepResult run_rows(const Rng& data, int64_t first_row, int64_t batch) override {
     if (model_.config().mem_len > 0 && model_.training()) {  // Transformer-XL: the next segment of every stream
+      ENG_CHECK(first_row == 0, "train text: --mem-len reads the whole batch's streams in one micro-batch");
       const int64_t segments = corpus_.num_stream_segments(TextSplit::Train, batch, len_);
       ENG_CHECK(segments > 0, "train text: the training split is too short for ", batch, " streams of ", len_,
                 "-unit segments");
@@ -101,7 +104,7 @@ class TextJob : public Job {
       const LMBatch b = corpus_.stream_segment(TextSplit::Train, batch, len_, segment_++ % segments);
       return score_logits(model_, model_.forward(b.inputs, memory_), b);
     }
-    return score(corpus_.sample(model_.training() ? TextSplit::Train : TextSplit::Valid, batch, len_, data));
+    return score(corpus_.sample(model_.training() ? TextSplit::Train : TextSplit::Valid, data, first_row, batch, len_));
   }
   // Tokens: bits per byte from the validation split's bytes per token (the windows are drawn from it).
   std::string loss_in_units(double loss) const override {
@@ -118,7 +121,8 @@ class TextJob : public Job {
   std::string eval_extra(int64_t, Rng& data) override {
     if (!model_.layers.front()->self_attn.mechanism().new_state()) return "";
     const int64_t prompt_len = std::clamp<int64_t>(len_ / 4, 1, 48);
-    const LMBatch prompt = corpus_.sample(TextSplit::Valid, 1, prompt_len, data);
+    const LMBatch prompt = corpus_.sample(TextSplit::Valid, data, 0, 1, prompt_len);
+    data.set_position(data.position() + 1);
     auto state = model_.new_state();
     std::vector<int32_t> units;
     Tensor logits;
@@ -230,8 +234,8 @@ class PixelJob : public Job {
   }
   Module& model() override { return model_; }
   Rng& model_rng() override { return model_.rng(); }
-  StepResult run(int64_t batch, Rng& data) override {
-    return score((model_.training() ? train_ : valid_).sample(batch, data));
+  StepResult run_rows(const Rng& data, int64_t first_row, int64_t batch) override {
+    return score((model_.training() ? train_ : valid_).sample(data, first_row, batch));
   }
   std::string loss_in_units(double loss) const override {
     char buf[48];

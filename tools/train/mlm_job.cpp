@@ -21,13 +21,15 @@ constexpr int64_t kMask = TextCorpus::kVocab;  // 256, the extra input token
 constexpr double kMaskRate = 0.15;
 
 // The windows' input bytes with kMaskRate of them replaced by kMask; targets are the original bytes there and
-// kIgnore elsewhere.
-LMBatch mask_bytes(const LMBatch& windows, Rng& rng) {
+// kIgnore elsewhere. Window i is row first_row + i of a batch drawn from `stream`: row g's masks are drawn from
+// stream.fork(g).fork(1), a stream of its own beside the window's start (stream.fork(g), text.h).
+LMBatch mask_bytes(const LMBatch& windows, const Rng& stream, int64_t first_row) {
   const int64_t B = windows.inputs.size(0), L = windows.inputs.size(1);
   LMBatch b{windows.inputs.contiguous().clone(), full({B, L}, double(kIgnore), DType::I64)};
   int64_t* in = b.inputs.data<int64_t>();
   int64_t* tg = b.targets.data<int64_t>();
   for (int64_t i = 0; i < B; ++i) {
+    Rng rng = stream.fork(uint64_t(first_row + i)).fork(1);
     int64_t masked = 0;
     for (int64_t t = 0; t < L; ++t)
       if (rng.uniform() < kMaskRate) {
@@ -49,16 +51,16 @@ class MaskedTextJob : public Job {
   Module& model() override { return model_; }
   Rng& model_rng() override { return model_.rng(); }
   void check_data(int64_t) const override { corpus_.check_windows(len_); }
-  StepResult run(int64_t batch, Rng& data) override {
-    const LMBatch w = corpus_.sample(model_.training() ? TextSplit::Train : TextSplit::Valid, batch, len_, data);
-    return score(mask_bytes(w, data));
+  StepResult run_rows(const Rng& data, int64_t first_row, int64_t batch) override {
+    const TextSplit split = model_.training() ? TextSplit::Train : TextSplit::Valid;
+    return score(mask_bytes(corpus_.sample(split, data, first_row, batch, len_), data, first_row));
   }
   std::string loss_in_units(double loss) const override {
     char buf[48];
     std::snprintf(buf, sizeof buf, " (%.3f bits/masked char)", loss / std::log(2.0));
     return buf;
   }
-  // Every window of the test split, masked by a fixed generator (the same masks for every model and seed).
+  // Every window of the test split, masked by a fixed generator (the same masks for every model, seed and batch).
   std::string final_report(int64_t batch) override {
     NoGradGuard no_grad;
     model_.eval();
@@ -68,7 +70,7 @@ class MaskedTextJob : public Job {
     int64_t chars = 0;
     for (int64_t first = 0; first < windows; first += batch) {
       const LMBatch b = mask_bytes(corpus_.windows(TextSplit::Test, first, std::min(batch, windows - first), len_),
-                                   masks);
+                                   masks, first);
       const StepResult r = score(b);
       nats += r.loss.item() * double(r.counted);
       chars += r.counted;

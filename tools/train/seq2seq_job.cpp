@@ -16,8 +16,8 @@ class Seq2SeqJob : public Job {
   Seq2SeqJob(const TransformerConfig& c, const Seq2SeqTask& task) : task_(task), model_(c) {}
   Module& model() override { return model_; }
   Rng& model_rng() override { return model_.rng(); }
-  StepResult run(int64_t batch, Rng& data) override {
-    Seq2SeqBatch b = task_.sample(batch, data);
+  StepResult run_rows(const Rng& data, int64_t first_row, int64_t batch) override {
+    Seq2SeqBatch b = task_.sample(data, first_row, batch);
     Tensor logits = model_.forward(b.src, b.tgt_in, b.src_lengths);
     StepResult r;
     r.loss = token_loss(logits, b.tgt_out);
@@ -26,7 +26,7 @@ class Seq2SeqJob : public Job {
     return r;
   }
   std::string eval_extra(int64_t batch, Rng& data) override {
-    Seq2SeqBatch b = task_.sample(batch, data);
+    Seq2SeqBatch b = task_.sample(data, 0, batch);
     Tensor out = model_.greedy_decode(b.src, Seq2SeqTask::kBegin, b.tgt_out.size(1), b.src_lengths);
     int64_t exact = 0;
     for (int64_t i = 0; i < batch; ++i) {
