@@ -64,12 +64,10 @@ struct VecKernels {
   void (*norm_row)(const float* x, const float* w, const float* b, float* y, int64_t c, float eps, float* mean,
                    float* rstd);
   // dx of that row from g: dn = g w, dx = rstd (dn - mean(dn) - xhat mean(dn xhat)), the mean(dn) term
-  // only when centred (mean non-null).
+  // only when centred (mean non-null); and the row's parameter gradients in the same pass,
+  // dw[j] += g[j] xhat[j] and db[j] += g[j] (each may be null), in float: xhat = (x - mean) rstd.
   void (*norm_backward_row)(const float* x, const float* w, const float* mean, float rstd, const float* g,
-                            float* dx, int64_t c);
-  // dw[j] += g[j] xhat[j] and db[j] += g[j] over one row segment of c columns (db may be null);
-  // xhat = (x - mu) rstd.
-  void (*norm_param_grad_row)(const float* x, float mu, float rstd, const float* g, float* dw, float* db, int64_t c);
+                            float* dx, float* dw, float* db, int64_t c);
   // Cross-entropy of one row of c logits against the target distribution q = on [j == t] + uniform:
   // returns lse - on x_t - uniform sum(x), with lse = log sum exp(x) written to *lse.
   float (*cross_entropy_row)(const float* x, int64_t c, int64_t t, float on, float uniform, float* lse);

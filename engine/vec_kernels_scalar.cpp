@@ -156,7 +156,7 @@ void norm_row_ref(const float* x, const float* w, const float* b, float* y, int6
   *rstd = float(rs);
 }
 void norm_backward_row_ref(const float* x, const float* w, const float* mean, float rstd, const float* g, float* dx,
-                           int64_t c) {
+                           float* dw, float* db, int64_t c) {
   const double mu = mean ? *mean : 0.0;
   double dn_mean = 0, dn_xhat_mean = 0;
   for (int64_t j = 0; j < c; ++j) {
@@ -170,10 +170,9 @@ void norm_backward_row_ref(const float* x, const float* w, const float* mean, fl
     const double dn = double(g[j]) * (w ? w[j] : 1.0);
     dx[j] = float(rstd * (dn - dn_mean - (x[j] - mu) * rstd * dn_xhat_mean));
   }
-}
-void norm_param_grad_row_ref(const float* x, float mu, float rstd, const float* g, float* dw, float* db, int64_t c) {
+  const float muf = mean ? *mean : 0.f;
   for (int64_t j = 0; j < c; ++j) {
-    dw[j] += g[j] * ((x[j] - mu) * rstd);
+    if (dw) dw[j] += g[j] * ((x[j] - muf) * rstd);
     if (db) db[j] += g[j];
   }
 }
@@ -241,7 +240,6 @@ constexpr VecKernels make_scalar_table() {
   k.log_softmax_backward_row = log_softmax_backward_row_ref;
   k.norm_row = norm_row_ref;
   k.norm_backward_row = norm_backward_row_ref;
-  k.norm_param_grad_row = norm_param_grad_row_ref;
   k.cross_entropy_row = cross_entropy_row_ref;
   k.cross_entropy_backward_row = cross_entropy_backward_row_ref;
   k.adam = adam_ref;

@@ -492,8 +492,9 @@ void norm_row_k(const float* x, const float* w, const float* b, float* y, int64_
 }
 
 void norm_backward_row_k(const float* x, const float* w, const float* mean, float rstd, const float* g, float* dx,
-                         int64_t c) {
-  const R m = V::set(mean ? *mean : 0.f), r = V::set(rstd);
+                         float* dw, float* db, int64_t c) {
+  const float mu = mean ? *mean : 0.f;
+  const R m = V::set(mu), r = V::set(rstd);
   R s_dn = V::set(0.f), s_dnx = V::set(0.f);
   for (int64_t i = 0; i < c; i += W) {
     const int64_t k = c - i < W ? c - i : W;
@@ -505,29 +506,24 @@ void norm_backward_row_k(const float* x, const float* w, const float* mean, floa
   }
   const R dn_mean = V::set(mean ? V::hsum(s_dn) / float(c) : 0.f);
   const R dnx_mean = V::set(V::hsum(s_dnx) / float(c));
-  for (int64_t i = 0; i < c; i += W) {
-    const int64_t k = c - i < W ? c - i : W;
-    const R gi = k == W ? V::load(g + i) : load_tail(g + i, k, 0.f);
-    const R dn = w ? V::mul(gi, k == W ? V::load(w + i) : load_tail(w + i, k, 0.f)) : gi;
-    const R xh = V::mul(V::sub(k == W ? V::load(x + i) : load_tail(x + i, k, 0.f), m), r);
-    const R d = V::mul(r, V::fnma(xh, dnx_mean, V::sub(dn, dn_mean)));
-    if (k == W)
-      V::store(dx + i, d);
-    else
-      store_tail(dx + i, d, k);
-  }
-}
-
-void norm_param_grad_row_k(const float* x, float mu, float rstd, const float* g, float* dw, float* db, int64_t c) {
-  const R m = V::set(mu), r = V::set(rstd);
+  // The second pass writes dx and, while g and xhat are in registers, adds the parameter gradients.
   int64_t i = 0;
   for (; i + W <= c; i += W) {
     const R gi = V::load(g + i);
-    V::store(dw + i, V::fma(gi, V::mul(V::sub(V::load(x + i), m), r), V::load(dw + i)));
+    const R dn = w ? V::mul(gi, V::load(w + i)) : gi;
+    const R xh = V::mul(V::sub(V::load(x + i), m), r);
+    V::store(dx + i, V::mul(r, V::fnma(xh, dnx_mean, V::sub(dn, dn_mean))));
+    if (dw) V::store(dw + i, V::fma(gi, xh, V::load(dw + i)));
     if (db) V::store(db + i, V::add(V::load(db + i), gi));
   }
-  for (; i < c; ++i) {
-    dw[i] += g[i] * ((x[i] - mu) * rstd);
+  if (i == c) return;
+  const int64_t k = c - i;
+  const R gi = load_tail(g + i, k, 0.f);
+  const R dn = w ? V::mul(gi, load_tail(w + i, k, 0.f)) : gi;
+  const R xh = V::mul(V::sub(load_tail(x + i, k, 0.f), m), r);
+  store_tail(dx + i, V::mul(r, V::fnma(xh, dnx_mean, V::sub(dn, dn_mean))), k);
+  for (; i < c; ++i) {  // unfused, as the reference
+    if (dw) dw[i] += g[i] * ((x[i] - mu) * rstd);
     if (db) db[i] += g[i];
   }
 }
@@ -612,7 +608,6 @@ constexpr VecKernels make_simd_table() {
   k.log_softmax_backward_row = log_softmax_backward_row_k;
   k.norm_row = norm_row_k;
   k.norm_backward_row = norm_backward_row_k;
-  k.norm_param_grad_row = norm_param_grad_row_k;
   k.cross_entropy_row = cross_entropy_row_k;
   k.cross_entropy_backward_row = cross_entropy_backward_row_k;
   k.adam = adam_k;

@@ -45,6 +45,15 @@ struct Flash {
   void logits(T* s, int64_t b, int64_t h, int64_t i0, int64_t nq, int64_t j0, int64_t nk) const {
     tile_product<T>(nq, nk, D, q.at(b, h, i0), q.sl, 1, k.at(b, h, j0), 1, k.sl, s, kBlockK, false, precision);
     const T neg_inf = -std::numeric_limits<T>::infinity();
+    if (!bias && slopes.empty() && !keep) {  // the usual causal/padding case: a scale, then -inf past the end
+      for (int64_t i = 0; i < nq; ++i) {
+        T* row = s + i * kBlockK;
+        const int64_t visible = std::clamp<int64_t>(key_end(b, i0 + i) - j0, 0, nk);
+        for (int64_t j = 0; j < visible; ++j) row[j] *= scale;
+        std::fill(row + visible, row + nk, neg_inf);
+      }
+      return;
+    }
     for (int64_t i = 0; i < nq; ++i) {
       const int64_t qi = i0 + i, end = key_end(b, qi);
       T* row = s + i * kBlockK;
@@ -147,12 +156,14 @@ struct FlashBackward {
         exp_minus(row, L[i], nk);
     }
     tile_product<T>(nq, nk, Dv, go, Dv, 1, F.v.at(b, h, j0), 1, F.v.sl, dp, kBlockK, false, F.precision);
-    for (int64_t i = 0; i < nq; ++i)
-      for (int64_t j = 0; j < nk; ++j) {
-        const T ds = s[i * kBlockK + j] * (dp[i * kBlockK + j] - Di[i]);
-        if (dbias && with_kv) dbias[(bh * Lq + i0 + i) * Lk + j0 + j] = ds;
-        dp[i * kBlockK + j] = ds * F.scale;  // the gradient of the raw product q.k
-      }
+    T* db = dbias && with_kv ? dbias + (bh * Lq + i0) * Lk + j0 : nullptr;
+    for (int64_t i = 0; i < nq; ++i) {
+      const T* p = s + i * kBlockK;
+      T* d = dp + i * kBlockK;
+      if (db)
+        for (int64_t j = 0; j < nk; ++j) db[i * Lk + j] = p[j] * (d[j] - Di[i]);
+      for (int64_t j = 0; j < nk; ++j) d[j] = p[j] * (d[j] - Di[i]) * F.scale;  // the gradient of the raw q.k
+    }
     if (with_kv) {
       tile_product<T>(nk, Dv, nq, s, 1, kBlockK, go, Dv, 1, dv + (bh * Lk + j0) * Dv, Dv, true, F.precision);
       tile_product<T>(nk, D, nq, dp, 1, kBlockK, F.q.at(b, h, i0), F.q.sl, 1, dk + (bh * Lk + j0) * D, D, true,

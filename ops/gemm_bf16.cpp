@@ -51,8 +51,8 @@ struct PairPath {
   void pack(const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t width, int64_t kc, P* dst) const {
     ks.pack(src, rs, cs, rows, width, kc, dst);
   }
-  void kernel(int64_t kc, const P* a, const P* b, float* c, int64_t ldc, bool load_c) const {
-    ks.kernel(depth(kc), a, b, c, ldc, load_c);
+  void kernel(int64_t kc, const P* a, const P* b, float* c, int64_t ldc, bool load_c, const float* bias) const {
+    ks.kernel(depth(kc), a, b, c, ldc, load_c, bias);
   }
 };
 
@@ -68,27 +68,30 @@ struct RoundedPath {
   int64_t nc() const { return ks.nc; }
   int64_t mc() const { return ks.mc; }
   static int64_t depth(int64_t kc) { return (kc + 1) / 2 * 2; }
+  // Panels of `width` rows as PairPackFn lays them out (ops/gemm_kernels.h).
   void pack(const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t width, int64_t kc, P* dst) const {
-    for (int64_t k = 0; k < depth(kc); ++k) {
-      const int64_t from = k ^ 1;  // 1, 0, 3, 2, ...
-      for (int64_t r = 0; r < width; ++r)
-        dst[k * width + r] = r < rows && from < kc ? bf16_round(src[r * rs + from * cs]) : 0.f;
-    }
+    for (int64_t r0 = 0; r0 < rows; r0 += width, dst += depth(kc) * width)
+      for (int64_t k = 0; k < depth(kc); ++k) {
+        const int64_t from = k ^ 1;  // 1, 0, 3, 2, ...
+        for (int64_t r = 0; r < width; ++r)
+          dst[k * width + r] = r0 + r < rows && from < kc ? bf16_round(src[(r0 + r) * rs + from * cs]) : 0.f;
+      }
   }
-  void kernel(int64_t kc, const P* a, const P* b, float* c, int64_t ldc, bool load_c) const {
+  void kernel(int64_t kc, const P* a, const P* b, float* c, int64_t ldc, bool load_c, const float* bias) const {
+    if (bias && !load_c) fill_rows(c, ldc, ks.mr, bias, ks.nr), load_c = true;
     ks.kernel(depth(kc), a, 1, ks.mr, b, ks.nr, c, ldc, load_c);
   }
 };
 
 // One tile of C whose valid part is rows x cols; an edge tile goes through a padded copy. With `bias` (the tile's
-// first column of it) and no C to load, the tile starts from the bias rows.
+// first column of it) and no C to load, the tile starts from the bias rows (a full tile from the bias itself:
+// the pair kernel starts its accumulators there, and writes C once).
 template <class Path>
 void run_tile(const Path& path, int64_t kc, const typename Path::P* a, const typename Path::P* b, float* c,
               int64_t ldc, int64_t rows, int64_t cols, bool load_c, const float* bias) {
   const int64_t nr = path.nr();
   if (rows == path.mr() && cols == nr) {
-    if (bias && !load_c) fill_rows(c, ldc, rows, bias, cols);
-    path.kernel(kc, a, b, c, ldc, load_c || bias);
+    path.kernel(kc, a, b, c, ldc, load_c, load_c ? nullptr : bias);
     return;
   }
   alignas(64) float tmp[kMaxTile] = {};
@@ -96,7 +99,7 @@ void run_tile(const Path& path, int64_t kc, const typename Path::P* a, const typ
     for (int64_t r = 0; r < rows; ++r) std::copy(c + r * ldc, c + r * ldc + cols, tmp + r * nr);
   else if (bias)
     fill_rows(tmp, nr, rows, bias, cols), load_c = true;
-  path.kernel(kc, a, b, tmp, nr, load_c);
+  path.kernel(kc, a, b, tmp, nr, load_c, nullptr);
   for (int64_t r = 0; r < rows; ++r) std::copy(tmp + r * nr, tmp + r * nr + cols, c + r * ldc);
 }
 
@@ -108,8 +111,7 @@ void job(const GemmArgs<float>& g, const Path& path, const typename Path::P* bp,
   const int64_t mr = path.mr(), nr = path.nr(), depth = Path::depth(kc), q_block = std::max<int64_t>(1, path.nc() / nr);
   const bool load_c = g.accumulate || k0 > 0;
   P* ap = scratch<P>(kSlotA, ceil_div(rows, mr) * mr * depth);
-  for (int64_t i = 0; i < rows; i += mr)
-    path.pack(g.A + (m0 + i) * g.a_rs + k0 * g.a_cs, g.a_rs, g.a_cs, std::min(mr, rows - i), mr, kc, ap + i * depth);
+  path.pack(g.A + m0 * g.a_rs + k0 * g.a_cs, g.a_rs, g.a_cs, rows, mr, kc, ap);
   // A block of nc columns of the slice stays in L2 while every A panel of the job sweeps it.
   for (int64_t qa = q0; qa < q1; qa += q_block)
     for (int64_t i = 0; i < rows; i += mr)

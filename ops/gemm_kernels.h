@@ -51,9 +51,12 @@ struct KernelSet {
 // The bf16 kernels (AVX512_BF16). Panels hold pairs: element (r, p) of a panel is a uint32 with bf16(x(r, 2p))
 // in its low half and bf16(x(r, 2p + 1)) in its high half, stored at dst[p * width + r] (zeros past K and past
 // `rows`). pair_kernel updates c[mr x nr] (+)= over `pairs` pairs, each lane by vdpbf16ps: the chain of
-// gemm_bf16_reference. pack writes the panel of src (element (r, k) at src[r * rs + k * cs]) for r < width,
-// k < kc, rounding by bf16_from_f32.
-using PairKernel = void (*)(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool load_c);
+// gemm_bf16_reference, started from c (load_c), else from bias[0, nr) on every row (non-null), else from zero.
+// pack writes the panels of src (element (r, k) at src[r * rs + k * cs]) for k < kc, rounding by bf16_from_f32:
+// ceil(rows / width) panels of `width` rows, panel i at dst + i * width * (kc + 1) / 2, so that one call reads
+// each source line once whichever axis is contiguous.
+using PairKernel = void (*)(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool load_c,
+                            const float* bias);
 using PairPackFn = void (*)(const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t width, int64_t kc,
                             uint32_t* dst);
 

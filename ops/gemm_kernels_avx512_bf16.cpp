@@ -20,12 +20,15 @@ namespace {
 
 constexpr int kMr = 14, kNr = 32;
 
-ENG_AVX512BF16 void kernel(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool load_c) {
+ENG_AVX512BF16 void kernel(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool load_c,
+                          const float* bias) {
   __m512 lo[kMr], hi[kMr];
+  const __m512 bias_lo = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
+  const __m512 bias_hi = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 16
   for (int r = 0; r < kMr; ++r) {
-    lo[r] = load_c ? _mm512_loadu_ps(c + r * ldc) : _mm512_setzero_ps();
-    hi[r] = load_c ? _mm512_loadu_ps(c + r * ldc + 16) : _mm512_setzero_ps();
+    lo[r] = load_c ? _mm512_loadu_ps(c + r * ldc) : bias_lo;
+    hi[r] = load_c ? _mm512_loadu_ps(c + r * ldc + 16) : bias_hi;
   }
   for (int64_t p = 0; p < pairs; ++p, a += kMr, b += kNr) {
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + 16);
@@ -70,36 +73,51 @@ ENG_AVX512BF16 void pack_pairs_along_k(const float* src, int64_t rs, int64_t row
 }
 
 // Rows contiguous in src (rs == 1: A transposed, B as stored): two k rows of 16 values convert together and
-// interleave into 16 pairs. (The maskz forms: GCC 12 warns that the plain ones read an undefined register.)
+// interleave into 16 pairs. The k pairs are the outer loop, so each source line is read once for all panels
+// while it is in L1 (panel by panel, a row stride of 4 KiB put every read of a panel in one L1 set).
+// (The maskz forms: GCC 12 warns that the plain ones read an undefined register.)
 ENG_AVX512BF16 void pack_pairs_across_k(const float* src, int64_t cs, int64_t rows, int64_t width, int64_t kc,
                                         uint32_t* dst) {
   alignas(64) static constexpr int16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
                                                           8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
   const __m512i interleave = _mm512_load_si512(kInterleave);
-  for (int64_t r0 = 0; r0 < width; r0 += 16) {  // the masks once per 16 columns, not per pair of k
-    const __mmask16 keep = __mmask16((1u << std::clamp<int64_t>(rows - r0, 0, 16)) - 1);
-    const __mmask16 store = __mmask16((1u << std::min<int64_t>(16, width - r0)) - 1);
-    uint32_t* d = dst + r0;
-    for (int64_t k = 0; k < kc; k += 2, d += width) {
-      const __m512 even = _mm512_maskz_loadu_ps(keep, src + k * cs + r0);
-      const __m512 odd = k + 1 < kc ? _mm512_maskz_loadu_ps(keep, src + (k + 1) * cs + r0) : _mm512_setzero_ps();
-      const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(odd, even);  // even in the low half, odd in the high
-      _mm512_mask_storeu_epi32(d, store, _mm512_maskz_permutexvar_epi16(~__mmask32(0), interleave, both));
-    }
+  const int64_t depth = (kc + 1) / 2, panels = (rows + width - 1) / width;
+  for (int64_t k = 0; k < kc; k += 2) {
+    const float* even_row = src + k * cs;
+    const float* odd_row = k + 1 < kc ? even_row + cs : nullptr;
+    for (int64_t i = 0; i < panels; ++i)
+      for (int64_t c0 = 0; c0 < width; c0 += 16) {
+        const int64_t r0 = i * width + c0, span = std::min<int64_t>(16, width - c0);
+        const int64_t n = std::clamp<int64_t>(rows - r0, 0, span);
+        const __mmask16 keep = __mmask16((1u << n) - 1), store = __mmask16((1u << span) - 1);
+        const __m512 even = _mm512_maskz_loadu_ps(keep, even_row + r0);
+        const __m512 odd = odd_row ? _mm512_maskz_loadu_ps(keep, odd_row + r0) : _mm512_setzero_ps();
+        const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(odd, even);  // even in the low half, odd in the high
+        _mm512_mask_storeu_epi32(dst + (i * depth + k / 2) * width + c0, store,
+                                 _mm512_maskz_permutexvar_epi16(~__mmask32(0), interleave, both));
+      }
   }
 }
 
 ENG_AVX512BF16 void pack(const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t width, int64_t kc,
                          uint32_t* dst) {
-  if (cs == 1) return pack_pairs_along_k(src, rs, rows, width, kc, dst);
-  if (rs == 1) return pack_pairs_across_k(src, cs, rows, width, kc, dst);
-  for (int64_t p = 0; p < (kc + 1) / 2; ++p)
-    for (int64_t r = 0; r < width; ++r) {
-      const int64_t k = 2 * p;
-      const uint32_t even = r < rows ? bf16_from_f32(src[r * rs + k * cs]) : 0;
-      const uint32_t odd = r < rows && k + 1 < kc ? bf16_from_f32(src[r * rs + (k + 1) * cs]) : 0;
-      dst[p * width + r] = even | odd << 16;
+  if (rs == 1 && cs != 1) return pack_pairs_across_k(src, cs, rows, width, kc, dst);
+  const int64_t depth = (kc + 1) / 2;
+  for (int64_t r0 = 0; r0 < rows; r0 += width, dst += depth * width) {
+    const int64_t n = std::min(width, rows - r0);
+    const float* s = src + r0 * rs;
+    if (cs == 1) {
+      pack_pairs_along_k(s, rs, n, width, kc, dst);
+      continue;
     }
+    for (int64_t p = 0; p < depth; ++p)
+      for (int64_t r = 0; r < width; ++r) {
+        const int64_t k = 2 * p;
+        const uint32_t even = r < n ? bf16_from_f32(s[r * rs + k * cs]) : 0;
+        const uint32_t odd = r < n && k + 1 < kc ? bf16_from_f32(s[r * rs + (k + 1) * cs]) : 0;
+        dst[p * width + r] = even | odd << 16;
+      }
+  }
 }
 
 }  // namespace

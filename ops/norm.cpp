@@ -117,24 +117,24 @@ void norm_backward_f32(const float* x, const float* w, const float* mean, const 
     for (int64_t blk = lo; blk < hi; ++blk) {
       if (params) std::fill(pw + blk * C, pw + (blk + 1) * C, 0.f);
       if (pb) std::fill(pb + blk * C, pb + (blk + 1) * C, 0.f);
-      for (int64_t r = blk * kRows; r < std::min(N, (blk + 1) * kRows); ++r) {
-        const float mu = mean ? mean[r] : 0.f;
-        k.norm_backward_row(x + r * C, w, mean ? mean + r : nullptr, rstd[r], g + r * C, dx + r * C, C);
-        if (params)
-          k.norm_param_grad_row(x + r * C, mu, rstd[r], g + r * C, pw + blk * C, pb ? pb + blk * C : nullptr, C);
-      }
+      for (int64_t r = blk * kRows; r < std::min(N, (blk + 1) * kRows); ++r)
+        k.norm_backward_row(x + r * C, w, mean ? mean + r : nullptr, rstd[r], g + r * C, dx + r * C,
+                            params ? pw + blk * C : nullptr, pb ? pb + blk * C : nullptr, C);
     }
   });
   if (!params) return;
+  // Blocks outermost, so that the partials are read in rows (column by column, each cache line of them was
+  // loaded 16 times); each column still sums its blocks in order.
   parallel_for(0, C, 256, [&](int64_t lo, int64_t hi) {
+    std::vector<double> sw(size_t(hi - lo), 0.0), sb(pb ? size_t(hi - lo) : 0, 0.0);
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      for (int64_t c = lo; c < hi; ++c) sw[size_t(c - lo)] += pw[blk * C + c];
+      if (pb)
+        for (int64_t c = lo; c < hi; ++c) sb[size_t(c - lo)] += pb[blk * C + c];
+    }
     for (int64_t c = lo; c < hi; ++c) {
-      double sw = 0, sb = 0;
-      for (int64_t blk = 0; blk < blocks; ++blk) {
-        sw += pw[blk * C + c];
-        if (pb) sb += pb[blk * C + c];
-      }
-      if (dw) dw[c] = float(sw);
-      if (db) db[c] = float(sb);
+      if (dw) dw[c] = float(sw[size_t(c - lo)]);
+      if (db) db[c] = float(sb[size_t(c - lo)]);
     }
   });
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "engine/autograd.h"
 #include "engine/threadpool.h"
@@ -43,21 +44,25 @@ Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& axes, bool k
   return s;
 }
 
+// Each column: float sums of 64 rows, in order, added in double. A thread takes one wide block of columns (at
+// least 128), so that each row is read in long runs: blocks of 128 read 512 bytes a row, every row stride apart.
 void sum_rows_f32(const float* x, int64_t rows, int64_t cols, float* out) {
-  constexpr int64_t kCols = 128, kRows = 64;
+  constexpr int64_t kRows = 64;
+  const int64_t block = std::max<int64_t>(128, (cols + num_threads() - 1) / num_threads() + 15) / 16 * 16;
   const auto add = vec_kernels().add;
-  parallel_for(0, (cols + kCols - 1) / kCols, 1, [&](int64_t blo, int64_t bhi) {
-    float part[kCols];
-    double total[kCols];
+  parallel_for(0, (cols + block - 1) / block, 1, [&](int64_t blo, int64_t bhi) {
+    std::vector<float> part(static_cast<size_t>(block));
+    std::vector<double> total(static_cast<size_t>(block));
     for (int64_t blk = blo; blk < bhi; ++blk) {
-      const int64_t c0 = blk * kCols, width = std::min(kCols, cols - c0);
-      std::fill(total, total + width, 0.0);
+      const int64_t c0 = blk * block, width = std::min(block, cols - c0);
+      std::fill(total.begin(), total.begin() + width, 0.0);
       for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
-        std::fill(part, part + width, 0.f);
-        for (int64_t r = r0; r < std::min(rows, r0 + kRows); ++r) add(part, x + r * cols + c0, part, width);
-        for (int64_t j = 0; j < width; ++j) total[j] += part[j];
+        std::fill(part.begin(), part.begin() + width, 0.f);
+        for (int64_t r = r0; r < std::min(rows, r0 + kRows); ++r)
+          add(part.data(), x + r * cols + c0, part.data(), width);
+        for (int64_t j = 0; j < width; ++j) total[size_t(j)] += part[size_t(j)];
       }
-      for (int64_t j = 0; j < width; ++j) out[c0 + j] = float(total[j]);
+      for (int64_t j = 0; j < width; ++j) out[c0 + j] = float(total[size_t(j)]);
     }
   });
 }

@@ -224,14 +224,21 @@ TEST_CASE("vec kernels: layer-norm and rms-norm rows, forward, backward and para
         CHECK(worst_ratio(got, want, 1e-5, 1e-6) <= 1);
         CHECK(std::fabs(rs_g - rs_w) <= 1e-5 * rs_w);
         CHECK(std::fabs(mu_g - mu_w) <= 1e-6 * 2);
-        ref().norm_backward_row(x.data(), w.data(), center ? &mu_w : nullptr, rs_w, g.data(), want.data(), c);
-        k->norm_backward_row(x.data(), w.data(), center ? &mu_w : nullptr, rs_w, g.data(), got.data(), c);
+        const float* mean = center ? &mu_w : nullptr;
+        ref().norm_backward_row(x.data(), w.data(), mean, rs_w, g.data(), want.data(), nullptr, nullptr, c);
+        k->norm_backward_row(x.data(), w.data(), mean, rs_w, g.data(), got.data(), nullptr, nullptr, c);
         CHECK(worst_ratio(got, want, 1e-5, 1e-5) <= 1);
+        // With the parameter gradients (added into what is there; db may be null): dx is the same bits.
         std::vector<float> dw_w(static_cast<size_t>(c), 0.5f), db_w(static_cast<size_t>(c), -0.5f), dw_g = dw_w, db_g = db_w;
-        ref().norm_param_grad_row(x.data(), mu_w, rs_w, g.data(), dw_w.data(), db_w.data(), c);
-        k->norm_param_grad_row(x.data(), mu_w, rs_w, g.data(), dw_g.data(), db_g.data(), c);
+        std::vector<float> dx_w(static_cast<size_t>(c)), dx_g(static_cast<size_t>(c)), dw_alone = dw_g;
+        ref().norm_backward_row(x.data(), w.data(), mean, rs_w, g.data(), dx_w.data(), dw_w.data(), db_w.data(), c);
+        k->norm_backward_row(x.data(), w.data(), mean, rs_w, g.data(), dx_g.data(), dw_g.data(), db_g.data(), c);
+        CHECK(dx_w == want);
+        CHECK(dx_g == got);
         CHECK(worst_ratio(dw_g, dw_w, 1e-6, 1e-7) <= 1);
         CHECK(db_g == db_w);
+        k->norm_backward_row(x.data(), w.data(), mean, rs_w, g.data(), dx_g.data(), dw_alone.data(), nullptr, c);
+        CHECK(dw_alone == dw_g);
       }
 }
 

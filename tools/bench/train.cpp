@@ -5,10 +5,12 @@
 // Under mpirun (build/mpi/bench, make MPI=1) it times build/train's data-parallel step (tools/train/data_parallel.h)
 // with --batch split over the ranks: tokens/s of the whole job, the time per step spent waiting in collectives, the
 // bytes each rank sends, and each rank's peak tensor memory and optimizer state (--shard-optimizer: ZeRO-1).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,12 @@
 using namespace eng;
 
 namespace {
+
+double process_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
 
 // Runs tools/reference/train_step_torch.py with PyTorch at its best on 2 cores (jemalloc when installed, passive
 // OpenMP waits, OpenBLAS left to pick its own kernels) and returns the tokens/s it reports.
@@ -200,9 +208,17 @@ int bench_train(int argc, char** argv) {
   };
   for (int i = 0; i < 2; ++i) step();
   allocator::reset_peak();
+  // Beside the mean: the fastest step and the process's CPU time per step, which a loaded machine disturbs less.
+  const double cpu0 = process_cpu_seconds();
+  double fastest = INFINITY;
   auto t0 = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < steps; ++i) step();
+  for (int64_t i = 0; i < steps; ++i) {
+    const auto ts = std::chrono::steady_clock::now();
+    step();
+    fastest = std::min(fastest, std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count());
+  }
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / double(steps);
+  const double cpu = (process_cpu_seconds() - cpu0) / double(steps);
   double tps = double(batch * seq) / s;
   std::printf("bench train: %lld layers, d_model %lld, %lld heads, d_ff %lld, vocab %lld, batch %lld x %lld, Adam, "
               "attention %s, %s, %d threads\n",
@@ -210,6 +226,8 @@ int bench_train(int argc, char** argv) {
               (long long)batch, (long long)seq, attention.c_str(), precision_name(precision), num_threads());
   std::printf("  %lld parameters, %.3f s/step, %.0f tokens/s, peak memory %.1f MiB\n",
               (long long)model.num_parameters(), s, tps, double(allocator::stats().peak_bytes) / (1 << 20));
+  std::printf("  fastest step %.3f s (%.0f tokens/s); CPU time %.3f s/step (all threads)\n", fastest,
+              double(batch * seq) / fastest, cpu);
   if (!vs_torch) return 0;
   const double torch_tps = torch_tokens_per_s(python, {layers, d_model, heads, d_ff, vocab, batch, seq,
                                                        int64_t(num_threads()), steps});
