@@ -52,10 +52,12 @@ CXXFLAGS += -ffunction-sections -fdata-sections
 LDFLAGS += -pthread
 # Link-time optimisation for the lean embed, in the default g++ build (not the cross, clang, sanitizer or CUDA
 # ones): the library's objects carry GCC's intermediate code beside their machine code (-ffat-lto-objects, about
-# 8 % more compile time). Every other link uses the machine code; the embed's link optimises the program whole,
-# which drops the virtual functions no call reaches, the model classes' training path (docs/embedding.md).
+# 8 % more compile time). Every other link uses the machine code; the embed's link optimises the program whole:
+# a smaller program with fewer resident pages (docs/embedding.md).
 ifeq ($(VARIANT)$(findstring clang,$(CXX)),)
   LTO := -flto=auto -ffat-lto-objects
+  # GCC would optimise every link whole once its objects carry the intermediate code: only the embed's does.
+  LDFLAGS += -fno-lto
 endif
 CXXFLAGS += $(LTO)
 ifeq ($(SANITIZE),1)
