@@ -74,6 +74,11 @@ struct VecKernels {
   // gx = (exp(x - lse) - uniform) scale, then gx[t] -= on scale.
   void (*cross_entropy_backward_row)(const float* x, int64_t c, int64_t t, float lse, float on, float uniform,
                                      float scale, float* gx);
+  // Both at once, the row read from memory once (the training loss): e_j = exp(x_j - max) into gx and
+  // s = sum_j e_j, then gx_j = e_j a - b with a = float(scale / s), and gx[t] -= on_scale (b = uniform scale and
+  // on_scale = on scale, rounded by the caller). Returns s and writes the row max to *mx (NaN anywhere: NaN).
+  float (*cross_entropy_grad_row)(const float* x, int64_t c, int64_t t, double scale, float b, float on_scale,
+                                  float* gx, float* mx);
   void (*adam)(float* p, const float* g, float* m, float* v, int64_t n, const AdamStep& s);
 };
 

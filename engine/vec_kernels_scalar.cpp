@@ -196,6 +196,15 @@ void cross_entropy_backward_row_ref(const float* x, int64_t c, int64_t t, float 
   for (int64_t j = 0; j < c; ++j) gx[j] = float((std::exp(double(x[j]) - lse) - uniform) * scale);
   gx[t] -= on * scale;
 }
+float cross_entropy_grad_row_ref(const float* x, int64_t c, int64_t t, double scale, float b, float on_scale,
+                                 float* gx, float* mx) {
+  *mx = max_ref(x, c);
+  const float s = exp_sub_sum_ref(x, *mx, gx, c);
+  const float a = float(scale / double(s));
+  for (int64_t j = 0; j < c; ++j) gx[j] = gx[j] * a - b;
+  gx[t] -= on_scale;
+  return s;
+}
 
 void adam_ref(float* p, const float* g, float* m, float* v, int64_t n, const AdamStep& s) {
   for (int64_t k = 0; k < n; ++k) {
@@ -242,6 +251,7 @@ constexpr VecKernels make_scalar_table() {
   k.norm_backward_row = norm_backward_row_ref;
   k.cross_entropy_row = cross_entropy_row_ref;
   k.cross_entropy_backward_row = cross_entropy_backward_row_ref;
+  k.cross_entropy_grad_row = cross_entropy_grad_row_ref;
   k.adam = adam_ref;
   return k;
 }

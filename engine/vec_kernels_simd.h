@@ -547,6 +547,18 @@ void cross_entropy_backward_row_k(const float* x, int64_t c, int64_t t, float ls
   map1_x4(x, gx, c, grad4, [l, u, sc](R v) { return V::mul(V::sub(vexp(V::sub(v, l)), u), sc); });
   gx[t] -= on * scale;
 }
+// The row's max pass reads it from memory; the exponentials, written into gx, then prefetch the next row of x and of
+// gx (the rows of a loss are consecutive), so that memory keeps streaming while the row computes; the scaling pass
+// runs on gx in L1.
+float cross_entropy_grad_row_k(const float* x, int64_t c, int64_t t, double scale, float b, float on_scale, float* gx,
+                               float* mx) {
+  *mx = max_k(x, c);
+  const float s = exp_sub_sum_rows<true, true>(x, *mx, gx, c);
+  const R a = V::set(float(scale / double(s))), nb = V::set(-b);
+  map1(gx, gx, c, [a, nb](R e) { return V::fma(e, a, nb); });
+  gx[t] -= on_scale;
+  return s;
+}
 
 void adam_k(float* p, const float* g, float* m, float* v, int64_t n, const AdamStep& s) {
   const R decay = V::set(s.decay), l2 = V::set(s.l2), b1 = V::set(s.b1), b2 = V::set(s.b2);
@@ -610,6 +622,7 @@ constexpr VecKernels make_simd_table() {
   k.norm_backward_row = norm_backward_row_k;
   k.cross_entropy_row = cross_entropy_row_k;
   k.cross_entropy_backward_row = cross_entropy_backward_row_k;
+  k.cross_entropy_grad_row = cross_entropy_grad_row_k;
   k.adam = adam_k;
   return k;
 }

@@ -262,6 +262,37 @@ TEST_CASE("vec kernels: cross-entropy rows with label smoothing, loss and gradie
       }
 }
 
+TEST_CASE("vec kernels: the fused cross-entropy row (max, sum and gradient at once) against the reference") {
+  for (const VecKernels* k : simd_tables())
+    for (int64_t c : kSizes)
+      for (float eps : {0.f, 0.1f}) {
+        INFO(std::string(k->name), " c = ", c, " smoothing ", eps);
+        const std::vector<float> x = randn(c, 3.f, uint32_t(c + 11));
+        const int64_t t = c / 3;
+        const double scale = 0.25;
+        const float b = float(eps / double(c) * scale), on_scale = float((1 - eps) * scale);
+        std::vector<float> want(static_cast<size_t>(c)), got(static_cast<size_t>(c));
+        float mw = 0, mg = 0;
+        const float sw = ref().cross_entropy_grad_row(x.data(), c, t, scale, b, on_scale, want.data(), &mw);
+        const float sg = k->cross_entropy_grad_row(x.data(), c, t, scale, b, on_scale, got.data(), &mg);
+        CHECK(mg == mw);
+        CHECK(std::fabs(sg - sw) <= 1e-6 * sw);
+        // exp within 4 ulp, then one product and difference in float: 1e-6 of the largest term e a <= scale
+        CHECK(worst_ratio(got, want, 1e-6, 1e-6 * scale) <= 1);
+      }
+  // NaN anywhere: a NaN max, and the whole gradient row NaN
+  std::vector<const VecKernels*> all = simd_tables();
+  all.push_back(&ref());
+  for (const VecKernels* k : all) {
+    std::vector<float> x = randn(37, 1.f, 3), gx(37);
+    x[20] = std::numeric_limits<float>::quiet_NaN();
+    float mx = 0;
+    k->cross_entropy_grad_row(x.data(), 37, 2, 1.0, 0.f, 1.f, gx.data(), &mx);
+    CHECK(std::isnan(mx));
+    for (float v : gx) CHECK(std::isnan(v));
+  }
+}
+
 TEST_CASE("vec kernels: the Adam-family update in every form, every tail") {
   for (const VecKernels* k : simd_tables())
     for (int64_t n : kSizes)
