@@ -299,7 +299,13 @@ void elu_k(const float* x, float* y, int64_t n, float alpha) {
 }
 
 void elu_plus_one_k(const float* x, float* y, int64_t n) {
-  map1(x, y, n, [](R v) {
+  auto map4 = [](const R* v, R* out) {
+    R neg[4], e[4];
+    for (int j = 0; j < 4; ++j) neg[j] = V::min(V::set(0.f), v[j]);
+    vexp_nonpos<4>(neg, e);
+    for (int j = 0; j < 4; ++j) out[j] = V::select(V::gt(v[j], V::set(0.f)), V::add(v[j], V::set(1.f)), e[j]);
+  };
+  map1_x4(x, y, n, map4, [](R v) {
     const M pos = V::gt(v, V::set(0.f));
     return V::select(pos, V::add(v, V::set(1.f)), vexp_nonpos(V::min(V::set(0.f), v)));
   });

@@ -74,7 +74,12 @@ struct Chunk {
 template <class T>
 void load_features(const Problem<T>& P, const Rows<T>& x, int64_t b, int64_t h, int64_t r0, int64_t rows, int64_t end,
                    T* dst) {
-  for (int64_t i = 0; i < rows; ++i) {
+  int64_t i = 0;
+  if (P.f == LinearFeature::EluPlusOne && x.sl == P.M) {  // adjacent rows: one call for all rows before the padding
+    i = std::max<int64_t>(0, std::min(rows, end - r0));
+    elu_plus_one_row(x.at(b, h, r0), dst, i * P.M);
+  }
+  for (; i < rows; ++i) {
     const T* src = x.at(b, h, r0 + i);
     T* d = dst + i * P.M;
     if (r0 + i >= end) {
