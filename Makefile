@@ -183,8 +183,9 @@ $(EMBED_DIR)/variants.cpp: force
 	@cmp -s $@.new $@ && rm $@.new || mv $@.new $@
 $(EMBED_DIR)/variants.o: $(EMBED_DIR)/variants.cpp
 	$(CXX) $(CXXFLAGS) -c $< -o $@
+# The link drops the -fno-lto of LDFLAGS: with it, GCC links the machine code and the -flto below does nothing.
 $(EMBED_DIR)/embed: $(BUILD)/obj/tools/embed.o $(EMBED_DIR)/variants.o $(BUILD)/libengine.a
-	$(CXX) $(filter %.o,$^) $(BUILD)/libengine.a $(LDFLAGS) $(EMBED_STATIC) -Wl,--gc-sections -s \
+	$(CXX) $(filter %.o,$^) $(BUILD)/libengine.a $(filter-out -fno-lto,$(LDFLAGS)) $(EMBED_STATIC) -Wl,--gc-sections -s \
 	  $(if $(LTO),-flto=auto $(filter -O%,$(CXXFLAGS)) -Wno-free-nonheap-object) -Wl,-Map,$(EMBED_DIR)/embed.map -o $@
 
 # The cases a cross build runs under qemu-user in CI (.ci/run): the SIMD and scalar kernels, GEMM, the quantized
