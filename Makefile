@@ -186,12 +186,13 @@ ifneq ($(ISA),)
     $(error ISA=$(ISA): expected scalar, neon, avx2 or avx512)
   endif
   EMBED_ISA_DIR := $(EMBED_DIR)/isa-$(ISA)
-  EMBED_OBJ += $(patsubst %,$(EMBED_ISA_DIR)/%.o,engine/cpu_features engine/vec_kernels ops/gemm ops/quant)
+  EMBED_ISA_OBJ := $(patsubst %,$(EMBED_ISA_DIR)/%.o,engine/cpu_features engine/vec_kernels ops/gemm ops/quant)
+  EMBED_OBJ += $(EMBED_ISA_OBJ)
 $(EMBED_ISA_DIR)/%.o: %.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -DENG_SIMD_CAP=$(ISA_LEVEL_$(ISA)) -c $< -o $@
 $(EMBED_ISA_DIR)/ops/quant.o: CXXFLAGS += -ffp-contract=off
--include $(EMBED_OBJ:.o=.d)
+-include $(EMBED_ISA_OBJ:.o=.d)
 endif
 .PHONY: embed force
 embed: $(EMBED_DIR)/embed
