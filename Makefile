@@ -206,8 +206,11 @@ $(EMBED_DIR)/variants.cpp: force
 	@cmp -s $@.new $@ && rm $@.new || mv $@.new $@
 $(EMBED_DIR)/variants.o: $(EMBED_DIR)/variants.cpp
 	$(CXX) $(CXXFLAGS) -c $< -o $@
+# Without --tensor-step (tools/embed.cpp): LanguageModel::step was 164 KB of the static program.
+$(EMBED_DIR)/embed.o: tools/embed.cpp
+	$(CXX) $(CXXFLAGS) -DENG_EMBED_GENERATOR_ONLY -c $< -o $@
 # The link drops the -fno-lto of LDFLAGS: with it, GCC links the machine code and the -flto below does nothing.
-$(EMBED_DIR)/embed: $(BUILD)/obj/tools/embed.o $(EMBED_DIR)/variants.o $(EMBED_OBJ) $(BUILD)/libengine.a
+$(EMBED_DIR)/embed: $(EMBED_DIR)/embed.o $(EMBED_DIR)/variants.o $(EMBED_OBJ) $(BUILD)/libengine.a
 	$(CXX) $(filter %.o,$^) $(BUILD)/libengine.a $(filter-out -fno-lto,$(LDFLAGS)) $(EMBED_STATIC) -Wl,--gc-sections -s \
 	  $(if $(LTO),-flto=auto $(filter -O%,$(CXXFLAGS)) -Wno-free-nonheap-object) -Wl,-Map,$(EMBED_DIR)/embed.map -o $@
 
@@ -302,7 +305,7 @@ test-mpi: $(BUILD)/mpi/train $(BUILD)/mpi/bench $(BUILD)/mpi/comm_check $(BUILD)
 endif
 
 -include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(TRAIN_OBJ:.o=.d) $(TOOL_BIN:$(BUILD)/%=$(BUILD)/obj/tools/%.d) \
-	$(REGISTER_ALL_OBJ:.o=.d) $(EMBED_DIR)/variants.d $(BUILD)/obj/tools/lean/quiet_terminate.d
+	$(REGISTER_ALL_OBJ:.o=.d) $(EMBED_DIR)/variants.d $(EMBED_DIR)/embed.d $(BUILD)/obj/tools/lean/quiet_terminate.d
 
 # The main job: a small copy-task transformer with causal linear attention, trained end to end on the CPU,
 # then the speed of its RNN-form generation beside softmax's KV cache at the same size.
