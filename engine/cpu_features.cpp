@@ -6,6 +6,7 @@
 
 #include "engine/error.h"
 #include "engine/safe_text.h"
+#include "engine/simd_cap.h"
 
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
@@ -37,7 +38,8 @@ CpuFeatures detect() {
   return f;
 }
 
-SimdLevel hardware_level(const CpuFeatures& f) {
+// What the CPU has, whatever this build runs.
+SimdLevel cpu_level(const CpuFeatures& f) {
   if (f.avx512f && f.avx512bw && f.avx512vl && f.fma)
     return f.avx512bf16 ? SimdLevel::Avx512Bf16 : SimdLevel::Avx512;
   if (f.avx2 && f.fma) return SimdLevel::Avx2;
@@ -45,15 +47,25 @@ SimdLevel hardware_level(const CpuFeatures& f) {
   return SimdLevel::Scalar;
 }
 
-bool runs(SimdLevel l, const CpuFeatures& f) {
+bool cpu_runs(SimdLevel l, const CpuFeatures& f) {
   switch (l) {
     case SimdLevel::Scalar: return true;
     case SimdLevel::Neon: return f.neon;
     case SimdLevel::Avx2: return f.avx2 && f.fma;
-    case SimdLevel::Avx512: return hardware_level(f) >= SimdLevel::Avx512;
-    case SimdLevel::Avx512Bf16: return hardware_level(f) == SimdLevel::Avx512Bf16;
+    case SimdLevel::Avx512: return cpu_level(f) >= SimdLevel::Avx512;
+    case SimdLevel::Avx512Bf16: return cpu_level(f) == SimdLevel::Avx512Bf16;
   }
   return false;
+}
+
+// A level this program runs: the CPU has it and the build has its kernels (engine/simd_cap.h).
+bool runs(SimdLevel l, const CpuFeatures& f) { return built_for(l) && cpu_runs(l, f); }
+
+SimdLevel hardware_level(const CpuFeatures& f) {
+  SimdLevel best = SimdLevel::Scalar;
+  for (SimdLevel l : kLevels)
+    if (runs(l, f)) best = l;
+  return best;
 }
 
 std::string offered(const CpuFeatures& f) {
@@ -69,6 +81,8 @@ SimdLevel simd_level_for(const char* request, const CpuFeatures& f) {
   if (!request || !*request) return hardware_level(f);
   for (SimdLevel l : kLevels) {
     if (std::strcmp(request, simd_level_name(l))) continue;
+    ENG_CHECK(built_for(l), "ENG_CPU: this program was built for ", simd_level_name(kSimdCap), " at most, not ",
+              request, "; it offers ", offered(f));
     ENG_CHECK(runs(l, f), "ENG_CPU: this CPU cannot run ", request, "; it offers ", offered(f),
               " (unset ENG_CPU for the best of them)");
     return l;

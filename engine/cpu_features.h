@@ -1,6 +1,7 @@
 // What the CPU can run, detected once. Kernels pick their variant from this (the scalar kernel is
 // always there); ENG_CPU=scalar|neon|avx2|avx512|avx512bf16 caps the level for tests and comparisons. A level
-// the CPU cannot run, or an unknown name, is an error naming the levels it offers, not a silent fallback.
+// the CPU cannot run, or an unknown name, is an error naming the levels it offers, not a silent fallback. A build
+// may cap the levels it links (engine/simd_cap.h): a level past its cap is such an error too.
 // avx512bf16 is AVX-512 plus AVX512_BF16: only bf16 GEMMs (ops/gemm.h) differ there, taking vdpbf16ps; at
 // avx512 they take the f32 kernels on bf16-rounded panels, as on a CPU without the extension.
 #pragma once

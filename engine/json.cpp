@@ -1,8 +1,9 @@
 #include "engine/json.h"
 
 #include <algorithm>
-#include <charconv>
+#include <clocale>
 #include <cmath>
+#include <cstdlib>
 #include <unordered_set>
 
 #include "engine/error.h"
@@ -174,44 +175,19 @@ static void dump_string(std::string& out, const std::string& s) {
   out += '"';
 }
 
-// to_chars / from_chars: the classic locale whatever the program's, so a decimal comma cannot change the text.
+// Numbers are written and read with a '.' whatever the program's locale, so a decimal comma cannot change the text.
 static std::string format_double(double d, int precision) { return general_text(d, precision); }
 
-// The power of ten of a JSON number's first significant digit (0 for 1.5, -3 for 0.002, 2 for 1e2): negative
-// means a magnitude below 1. Zero reads as 0.
-static int64_t leading_power_of_ten(const std::string& t) {
-  size_t i = t[0] == '-' ? 1 : 0;
-  int64_t power = 0;
-  bool point = false, significant = false;
-  for (; i < t.size() && t[i] != 'e' && t[i] != 'E'; ++i) {
-    if (t[i] == '.') {
-      point = true;
-    } else if (!significant && t[i] != '0') {
-      significant = true;
-      if (point) --power;
-    } else if (significant ? !point : point) {
-      power += significant ? 1 : -1;
-    }
-  }
-  int64_t exponent = 0;
-  if (i < t.size()) {
-    const bool negative = t[i + 1] == '-';
-    for (i += (t[i + 1] == '-' || t[i + 1] == '+') ? 2 : 1; i < t.size(); ++i)
-      exponent = std::min<int64_t>(exponent * 10 + (t[i] - '0'), int64_t(1) << 40);
-    if (negative) exponent = -exponent;
-  }
-  return significant ? power + exponent : 0;
-}
-
-// from_chars reports overflow and underflow alike; an underflow reads as a zero of its sign, as strtod gives.
+// The value of a JSON number's text, correctly rounded by strtod, its '.' given as the decimal point of the program's
+// locale; an underflow reads as a zero of its sign, an overflow is not ok. std::from_chars reads the same values, but
+// it brought 24 KB of its own and glibc's locale loading into the static lean embed (docs/embedding.md).
 static double read_double(const std::string& text, bool& ok) {
-  double d = 0;
-  const auto r = std::from_chars(text.data(), text.data() + text.size(), d);
-  ok = r.ptr == text.data() + text.size() && (r.ec == std::errc() || r.ec == std::errc::result_out_of_range);
-  if (ok && r.ec == std::errc::result_out_of_range) {
-    ok = leading_power_of_ten(text) < 0;
-    d = text[0] == '-' ? -0.0 : 0.0;
-  }
+  std::string local = text;
+  if (const size_t dot = local.find('.'); dot != std::string::npos)
+    local.replace(dot, 1, std::localeconv()->decimal_point);
+  char* end = nullptr;
+  const double d = std::strtod(local.c_str(), &end);
+  ok = end == local.c_str() + local.size() && std::isfinite(d);
   return d;
 }
 

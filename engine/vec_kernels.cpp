@@ -1,6 +1,8 @@
 // Picks the kernel table of engine/vec_kernels.h for the CPU (capped by ENG_CPU).
 #include "engine/vec_kernels.h"
 
+#include "engine/simd_cap.h"
+
 namespace eng {
 
 const VecKernels& scalar_vec_kernels();
@@ -14,10 +16,11 @@ const VecKernels& neon_vec_kernels();
 const VecKernels& vec_kernels_for(SimdLevel level) {
 #if defined(__x86_64__)
   const CpuFeatures& f = cpu_features();
-  if (level >= SimdLevel::Avx512 && f.avx512f && f.avx512bw && f.avx512vl && f.fma) return avx512_vec_kernels();
-  if (level >= SimdLevel::Avx2 && f.avx2 && f.fma) return avx2_vec_kernels();
+  if (built_for(SimdLevel::Avx512) && level >= SimdLevel::Avx512 && f.avx512f && f.avx512bw && f.avx512vl && f.fma)
+    return avx512_vec_kernels();
+  if (built_for(SimdLevel::Avx2) && level >= SimdLevel::Avx2 && f.avx2 && f.fma) return avx2_vec_kernels();
 #elif defined(__aarch64__)
-  if (level >= SimdLevel::Neon) return neon_vec_kernels();
+  if (built_for(SimdLevel::Neon) && level >= SimdLevel::Neon) return neon_vec_kernels();
 #else
   (void)level;  // 32-bit ARM and other targets: the scalar table only (docs/embedding.md)
 #endif

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "engine/error.h"
+#include "engine/simd_cap.h"
 #include "engine/threadpool.h"
 #include "engine/vec_kernels.h"
 #include "ops/gemm_kernels.h"
@@ -80,9 +81,14 @@ const KernelSet<T>& kernels_for(SimdLevel level);
 template <>
 const KernelSet<float>& kernels_for<float>([[maybe_unused]] SimdLevel level) {
 #if defined(__x86_64__)
-  static const KernelSet<float> avx512 = gemm_detail::avx512_kernels(), avx2 = gemm_detail::avx2_kernels();
-  if (level >= SimdLevel::Avx512) return avx512;
-  if (level >= SimdLevel::Avx2) return avx2;
+  if (built_for(SimdLevel::Avx512) && level >= SimdLevel::Avx512) {
+    static const KernelSet<float> avx512 = gemm_detail::avx512_kernels();
+    return avx512;
+  }
+  if (built_for(SimdLevel::Avx2) && level >= SimdLevel::Avx2) {
+    static const KernelSet<float> avx2 = gemm_detail::avx2_kernels();
+    return avx2;
+  }
 #endif
   static const KernelSet<float> portable = portable_kernels<float, 4, 16>();
   return portable;
@@ -373,8 +379,10 @@ void gemm_with(const GemmArgs<T>& g, const KernelSet<T>& ks) {
 
 const gemm_detail::PairKernelSet* pair_kernels_for([[maybe_unused]] SimdLevel level) {
 #if defined(__x86_64__)
-  static const gemm_detail::PairKernelSet avx512bf16 = gemm_detail::avx512bf16_kernels();
-  if (level >= SimdLevel::Avx512Bf16) return &avx512bf16;
+  if (built_for(SimdLevel::Avx512Bf16) && level >= SimdLevel::Avx512Bf16) {
+    static const gemm_detail::PairKernelSet avx512bf16 = gemm_detail::avx512bf16_kernels();
+    return &avx512bf16;
+  }
 #endif
   return nullptr;
 }

@@ -7,6 +7,7 @@
 #include "engine/autograd.h"
 #include "engine/cpu_features.h"
 #include "engine/error.h"
+#include "engine/simd_cap.h"
 #include "engine/threadpool.h"
 #include "ops/quant_kernels.h"
 
@@ -105,12 +106,14 @@ const std::vector<QuantKernels>& kernel_tables() {
     [[maybe_unused]] const SimdLevel level = simd_level();
     [[maybe_unused]] const CpuFeatures& f = cpu_features();
 #if defined(__x86_64__)
-    if (level >= SimdLevel::Avx2) t.push_back(quant_detail::avx2_quant_kernels());
-    if (level >= SimdLevel::Avx512 && f.avx512vnni) t.push_back(quant_detail::avx512_vnni_quant_kernels());
+    if (built_for(SimdLevel::Avx2) && level >= SimdLevel::Avx2) t.push_back(quant_detail::avx2_quant_kernels());
+    if (built_for(SimdLevel::Avx512) && level >= SimdLevel::Avx512 && f.avx512vnni)
+      t.push_back(quant_detail::avx512_vnni_quant_kernels());
 #endif
 #if defined(__aarch64__)
-    if (level >= SimdLevel::Neon) t.push_back(quant_detail::neon_quant_kernels());
-    if (level >= SimdLevel::Neon && f.neon_dotprod) t.push_back(quant_detail::neon_dotprod_quant_kernels());
+    if (built_for(SimdLevel::Neon) && level >= SimdLevel::Neon) t.push_back(quant_detail::neon_quant_kernels());
+    if (built_for(SimdLevel::Neon) && level >= SimdLevel::Neon && f.neon_dotprod)
+      t.push_back(quant_detail::neon_dotprod_quant_kernels());
 #endif
     return t;
   }();

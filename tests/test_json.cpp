@@ -88,6 +88,24 @@ TEST_CASE("general_text: printf's %.*g, the same text as to_chars in the classic
     }
 }
 
+TEST_CASE("json: numbers read as std::from_chars reads them (strtod, correctly rounded)") {
+  Rng rng(12);
+  std::vector<std::string> texts = {"0.1", "-1e-310", "4.9e-324", "2.4703282292062328e-324", "1.7976931348623157e308",
+                                    "123456789012345678901234567890.5", "0.30000000000000004", "-2.5e-3"};
+  for (int i = 0; i < 2000; ++i) {  // random bit patterns, written with 1 to 17 digits
+    const uint64_t bits = uint64_t(rng.next_u32()) << 32 | rng.next_u32();
+    double d;
+    std::memcpy(&d, &bits, sizeof d);
+    if (std::isfinite(d)) texts.push_back(general_text(d, 1 + i % 17));
+  }
+  for (const std::string& t : texts) {
+    double want = 0;
+    // Out of range at 1 to 16 digits ("2e+308", "2e-324"): the overflow and underflow cases above.
+    if (std::from_chars(t.data(), t.data() + t.size(), want).ec == std::errc::result_out_of_range) continue;
+    CHECK_MESSAGE(Json::parse(t).as_double() == want, t);
+  }
+}
+
 TEST_CASE("json: string escapes and UTF-8") {
   CHECK(Json::parse(R"("a\"b\\c\/d\b\f\n\r\t")").as_string() == "a\"b\\c/d\b\f\n\r\t");
   CHECK(Json::parse(R"("\u0041\u00e9\u20AC")").as_string() == "A\xC3\xA9\xE2\x82\xAC");

@@ -5,6 +5,8 @@
 //   g++ -std=c++17 -O2 -I. tools/embed.cpp tools/registration/all_variants.cpp build/libengine.a -pthread
 // Usage: embed CHECKPOINT PROMPT [TOKENS] [--stats] [--read] [--tensor-step]
 //   (PROMPT: comma-separated token ids; greedy decoding). --stats prints what docs/checkpoint.md reports.
+// `make embed` compiles it with ENG_EMBED_GENERATOR_ONLY: no --tensor-step, and a model the Generator cannot run is
+// refused, so that LanguageModel::step (the Tensor path's ops and autograd) is not linked.
 #include <sys/resource.h>
 
 #include <chrono>
@@ -36,6 +38,12 @@
 using namespace eng;
 
 namespace {
+
+#ifdef ENG_EMBED_GENERATOR_ONLY
+constexpr bool kTensorStep = false;
+#else
+constexpr bool kTensorStep = true;
+#endif
 
 std::vector<int64_t> parse_ids(const std::string& text, int64_t vocab) {
   std::vector<int64_t> ids;
@@ -89,8 +97,9 @@ int run(int argc, char** argv) {
   const bool& stats = cli.add_bool("stats", false, "print to stderr the time to the first generated token, the peak "
                                    "RSS, the time and the allocations per token after the first");
   const bool& read = cli.add_bool("read", false, "read the checkpoint into copies instead of mapping it");
-  const bool& tensor_step = cli.add_bool("tensor-step", false, "generate with LanguageModel::step (the Tensor path, "
-                                         "which allocates per op) even where the allocation-free Generator runs");
+  static const bool no_tensor_step = false;
+  const bool& tensor_step = !kTensorStep ? no_tensor_step : cli.add_bool("tensor-step", false, "generate with "
+      "LanguageModel::step (the Tensor path, which allocates per op) even where the allocation-free Generator runs");
   if (!cli.parse(argc, argv)) return 0;
   const std::vector<std::string>& args = cli.positional();
   ENG_CHECK(args.size() >= 2, "embed: expected CHECKPOINT and PROMPT (", cli.usage(), ")");
@@ -129,11 +138,14 @@ int run(int argc, char** argv) {
   model.eval();
 
   NoGradGuard no_grad;
-  const bool generator = !tensor_step && Generator::unsupported(model).empty();
+  const std::string unsupported = Generator::unsupported(model);
+  ENG_CHECK(kTensorStep || unsupported.empty(), "embed: ", path, ": the model has ", unsupported,
+            "; only LanguageModel::step runs it, which this lean build leaves out");
+  const bool generator = !tensor_step && unsupported.empty();
   std::unique_ptr<Generator> gen = generator ? std::make_unique<Generator>(model) : nullptr;
-  LanguageModel::State state = generator ? LanguageModel::State() : model.new_state();
+  LanguageModel::State state = !kTensorStep || generator ? LanguageModel::State() : model.new_state();
   auto next = [&](int64_t id) -> int64_t {
-    if (gen) {
+    if (!kTensorStep || gen) {
       const float* logits = gen->step(id);
       return int64_t(std::max_element(logits, logits + gen->outputs()) - logits);
     }

@@ -17,6 +17,14 @@ out=$(lean_embed "$dir/linear.st" 5,3 2 2>&1); rc=$?
 check "lean embed refuses a variant it did not link ($out)" $?
 [ "$(c_api_test "$dir/linear.st" 5,3 4 2>&1)" = "$(embed "$dir/linear.st" 5,3 4 2>&1)" ]
 check "C API: a linear-attention model gives embed's ids" $?
+# The lean embed generates with the Generator alone (no LanguageModel::step linked): a model only the Tensor path
+# runs is refused, which the full build runs.
+train copy --layers 1 --d-model 16 --heads 2 --seq-len 16 --steps 1 --eval-every 0 --threads 2 --reversible \
+  --checkpoint "$dir/reversible.st" >/dev/null 2>&1; check "lean embed: a reversible checkpoint" $?
+out=$(lean_embed "$dir/reversible.st" 5,3 2 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -qF "the model has reversible layers; only LanguageModel::step runs it, which this lean build" \
+  <<<"$out" && embed "$dir/reversible.st" 5,3 2 >/dev/null 2>&1
+check "lean embed refuses a model the Generator cannot run, which embed runs ($out)" $?
 # The lean link took no file of another variant (its map lists the archive members it took; a file name shared
 # with another directory, such as ops/softmax.cpp's, proves nothing and is skipped).
 others=()
