@@ -366,14 +366,14 @@ $(FUZZ_DIR)/libfuzzdeps.a: $(FUZZ_OBJ)
 	ar rcs $@ $^
 $(FUZZ_DIR)/fuzz_%: tests/fuzz/main.cpp $(FUZZ_MAIN_OBJ) $(FUZZ_DIR)/libfuzzdeps.a
 	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer -DENG_FUZZ_TARGET=$* $^ -o $@
-.PHONY: fuzz
-fuzz: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
-	@mkdir -p $(FUZZ_DIR)/crashes
-	@for t in $(FUZZ_TARGETS); do \
-	  mkdir -p $(FUZZ_DIR)/corpus/$$t; \
-	  echo "== fuzz $$t for $(FUZZ_SECONDS) s"; \
-	  ./$(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -print_final_stats=1 \
-	    -artifact_prefix=$(FUZZ_DIR)/crashes/$$t- $(FUZZ_DIR)/corpus/$$t tests/fuzz/seeds/$$t \
-	    >$(FUZZ_DIR)/$$t.log 2>&1 || { tail -40 $(FUZZ_DIR)/$$t.log; exit 1; }; \
-	  grep -E "stat::number_of_executed_units|stat::peak_rss_mb" $(FUZZ_DIR)/$$t.log; \
-	done
+# Each target's run is its own goal, so that `make -j2 fuzz` runs two fuzzers at a time (each is one thread).
+FUZZ_RUNS := $(FUZZ_TARGETS:%=fuzz-run-%)
+.PHONY: fuzz $(FUZZ_RUNS)
+fuzz: $(FUZZ_RUNS)
+$(FUZZ_RUNS): fuzz-run-%: $(FUZZ_DIR)/fuzz_%
+	@mkdir -p $(FUZZ_DIR)/crashes $(FUZZ_DIR)/corpus/$*
+	@./$(FUZZ_DIR)/fuzz_$* -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -print_final_stats=1 \
+	  -artifact_prefix=$(FUZZ_DIR)/crashes/$*- $(FUZZ_DIR)/corpus/$* tests/fuzz/seeds/$* \
+	  >$(FUZZ_DIR)/$*.log 2>&1 || { echo "== fuzz $* FAILED"; tail -40 $(FUZZ_DIR)/$*.log; exit 1; }
+	@echo "== fuzz $* for $(FUZZ_SECONDS) s:" \
+	  $$(grep -E "stat::number_of_executed_units|stat::peak_rss_mb" $(FUZZ_DIR)/$*.log | tr -s ' \n' ' ')
