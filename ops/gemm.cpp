@@ -442,8 +442,8 @@ RowTiles row_tiles(int64_t M, const KernelSet<float>& ks) {
   return best;
 }
 
-// gemm_small with B's panels ready: A packed per k slice (a few rows, in tiles of both heights), the panels split
-// over the threads.
+// gemm_small with B's panels ready: A packed once (a few rows, in tiles of both heights, every k slice), then the
+// panels split over the threads.
 void gemm(const GemmArgs<float>& g, const PackedB& b) {
   ENG_CHECK(b.K == g.K && b.N == g.N, "gemm: packed B is ", b.K, " x ", b.N, ", the product needs ", g.K, " x ", g.N);
   if (g.precision != GemmPrecision::F32 || g.M <= kDotRows || b.level != simd_level() || g.K <= 0)
@@ -451,19 +451,22 @@ void gemm(const GemmArgs<float>& g, const PackedB& b) {
   const KernelSet<float>& ks = kernels_for<float>(b.level);
   const int64_t nr = ks.nr, np = ceil_div(g.N, nr);
   const RowTiles t = row_tiles(g.M, ks);
-  const int64_t tall_rows = std::min(g.M, t.tall * ks.mr);  // then the short tiles' rows
+  const int64_t tall_rows = std::min(g.M, t.tall * ks.mr), padded = t.tall * ks.mr + t.short_ * ks.mr_short;
+  float* ap = scratch<float>(kSlotA, padded * g.K);  // slice k0 at ap + padded * k0: the tall panels, then the short
+  for (int64_t k0 = 0; k0 < g.K; k0 += ks.kc) {
+    const int64_t kc = std::min(ks.kc, g.K - k0);
+    pack_a(g, ks, ks.mr, 0, tall_rows, k0, kc, ap + padded * k0);
+    if (t.short_) pack_a(g, ks, ks.mr_short, tall_rows, g.M - tall_rows, k0, kc, ap + padded * k0 + tall_rows * kc);
+  }
   parallel_for(0, np, g.M * g.N * g.K >= kThreadWork ? 1 : np, [&](int64_t lo, int64_t hi) {
-    float* ap = scratch<float>(kSlotA, (t.tall * ks.mr + t.short_ * ks.mr_short) * ks.kc);
     for (int64_t k0 = 0; k0 < g.K; k0 += ks.kc) {
       const int64_t kc = std::min(ks.kc, g.K - k0);
-      pack_a(g, ks, ks.mr, 0, tall_rows, k0, kc, ap);
-      if (t.short_) pack_a(g, ks, ks.mr_short, tall_rows, g.M - tall_rows, k0, kc, ap + tall_rows * kc);
       for (int64_t q = lo; q < hi; ++q) {
         const int64_t n0 = q * nr;
         for (int64_t m = 0; m < g.M;) {
           const bool tall = m < tall_rows;
           const int64_t mr = tall ? ks.mr : ks.mr_short;
-          run_tile(ks, mr, tall ? ks.kernel : ks.kernel_short, kc, ap + m * kc, 1, mr,
+          run_tile(ks, mr, tall ? ks.kernel : ks.kernel_short, kc, ap + padded * k0 + m * kc, 1, mr,
                    b.panels.data() + (k0 * np + q * kc) * nr, nr, g.C + m * g.c_rs + n0, g.c_rs,
                    std::min(mr, g.M - m), std::min(nr, g.N - n0), g.accumulate || k0 > 0,
                    g.bias ? g.bias + n0 : nullptr);
