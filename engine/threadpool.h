@@ -1,5 +1,6 @@
 // One thread pool for the whole engine (two pools spinning against each other on 2 cores cost more
-// than they give). Workers sleep on a condition variable between jobs (passive waits). The thread
+// than they give). Between jobs, workers (and the caller waiting for them) poll for 50 us, yielding the core,
+// then sleep on a condition variable; with more threads than hardware threads they sleep at once. The thread
 // count comes from set_num_threads(), else the ENG_THREADS environment variable, else the number of
 // hardware threads. A parallel_for inside a parallel_for runs serially on the calling thread.
 // Starting the pool (the first of these calls) throws eng::Error on an ENG_THREADS that is not a whole integer

@@ -104,9 +104,10 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Rows m0 .. m0+rows, columns k0 .. k0+kc of A as panels of mr rows, k-major: element (r, k) of panel p at
 // dst[p * mr * kc + k * mr + r]. The last panel is padded with zero rows.
+// Panels of `mr` rows, which need not be ks.mr (gemm with PackedB also packs for ks.mr_short).
 template <class T>
-void pack_a(const GemmArgs<T>& g, const KernelSet<T>& ks, int64_t m0, int64_t rows, int64_t k0, int64_t kc, T* dst) {
-  const int64_t mr = ks.mr;
+void pack_a(const GemmArgs<T>& g, const KernelSet<T>& ks, int64_t mr, int64_t m0, int64_t rows, int64_t k0, int64_t kc,
+            T* dst) {
   for (int64_t p = 0; p < rows; p += mr, dst += mr * kc) {
     const int64_t n = std::min(mr, rows - p);
     const T* src = g.A + (m0 + p) * g.a_rs + k0 * g.a_cs;
@@ -120,6 +121,11 @@ void pack_a(const GemmArgs<T>& g, const KernelSet<T>& ks, int64_t m0, int64_t ro
         for (int64_t r = 0; r < mr; ++r) dst[k * mr + r] = r < n ? src[r * g.a_rs + k * g.a_cs] : T(0);
     }
   }
+}
+
+template <class T>
+void pack_a(const GemmArgs<T>& g, const KernelSet<T>& ks, int64_t m0, int64_t rows, int64_t k0, int64_t kc, T* dst) {
+  pack_a(g, ks, ks.mr, m0, rows, k0, kc, dst);
 }
 
 // dst[k * NR + j] = src[k * rs + j] for k < kc, j < NR.
@@ -158,12 +164,14 @@ void pack_b(const GemmArgs<T>& g, const KernelSet<T>& ks, int64_t n0, int64_t k0
 // One tile of C whose valid part is rows x cols: a full tile goes straight to C, an edge tile through a
 // padded copy, so that no kernel reads or writes C outside the matrix. With `bias` (the tile's first column of
 // it) and no C to load, the tile starts from the bias rows.
+// The tile is mr x ks.nr, run by `kernel` (ks.kernel, or ks.kernel_short for mr = ks.mr_short).
 template <class T>
-void run_tile(const KernelSet<T>& ks, int64_t K, const T* a, int64_t a_rs, int64_t a_cs, const T* b, int64_t ldb,
-              T* c, int64_t ldc, int64_t rows, int64_t cols, bool load_c, const T* bias = nullptr) {
-  if (rows == ks.mr && cols == ks.nr) {
+void run_tile(const KernelSet<T>& ks, int64_t mr, gemm_detail::MicroKernel<T> kernel, int64_t K, const T* a,
+              int64_t a_rs, int64_t a_cs, const T* b, int64_t ldb, T* c, int64_t ldc, int64_t rows, int64_t cols,
+              bool load_c, const T* bias) {
+  if (rows == mr && cols == ks.nr) {
     if (bias && !load_c) gemm_detail::fill_rows(c, ldc, rows, bias, cols);
-    ks.kernel(K, a, a_rs, a_cs, b, ldb, c, ldc, load_c || bias);
+    kernel(K, a, a_rs, a_cs, b, ldb, c, ldc, load_c || bias);
     return;
   }
   alignas(64) T tmp[kMaxTile] = {};
@@ -171,8 +179,14 @@ void run_tile(const KernelSet<T>& ks, int64_t K, const T* a, int64_t a_rs, int64
     for (int64_t r = 0; r < rows; ++r) std::copy(c + r * ldc, c + r * ldc + cols, tmp + r * ks.nr);
   else if (bias)
     gemm_detail::fill_rows(tmp, ks.nr, rows, bias, cols), load_c = true;
-  ks.kernel(K, a, a_rs, a_cs, b, ldb, tmp, ks.nr, load_c);
+  kernel(K, a, a_rs, a_cs, b, ldb, tmp, ks.nr, load_c);
   for (int64_t r = 0; r < rows; ++r) std::copy(tmp + r * ks.nr, tmp + r * ks.nr + cols, c + r * ldc);
+}
+
+template <class T>
+void run_tile(const KernelSet<T>& ks, int64_t K, const T* a, int64_t a_rs, int64_t a_cs, const T* b, int64_t ldb,
+              T* c, int64_t ldc, int64_t rows, int64_t cols, bool load_c, const T* bias = nullptr) {
+  run_tile(ks, ks.mr, ks.kernel, K, a, a_rs, a_cs, b, ldb, c, ldc, rows, cols, load_c, bias);
 }
 
 // A row or two times a B whose columns are contiguous along k (x Wᵀ for a Linear layer's weight W, as in
@@ -420,24 +434,52 @@ PackedB pack_b(const GemmArgs<float>& g) {
   return b;
 }
 
-// gemm_small with B's panels ready: A packed per k slice (a few rows), the panels split over the threads.
+// M rows as `tall` tiles of ks.mr rows, then `short_` tiles of ks.mr_short: the fewest rows computed (padding
+// included), then the fewest tiles. The last tile may be partial.
+struct RowTiles {
+  int64_t tall = 0, short_ = 0;
+};
+RowTiles row_tiles(int64_t M, const KernelSet<float>& ks) {
+  const int64_t most = ceil_div(M, ks.mr);
+  RowTiles best{most, 0};
+  int64_t best_rows = most * ks.mr;
+  for (int64_t n = 0; n < most && ks.mr_short > 0; ++n) {
+    const int64_t s = ceil_div(M - n * ks.mr, ks.mr_short), rows = n * ks.mr + s * ks.mr_short;
+    if (rows < best_rows || (rows == best_rows && n + s < best.tall + best.short_)) best = {n, s}, best_rows = rows;
+  }
+  return best;
+}
+
+// gemm_small with B's panels ready: A packed once (a few rows, in tiles of both heights, every k slice), then the
+// panels split over the threads.
 void gemm(const GemmArgs<float>& g, const PackedB& b) {
   ENG_CHECK(b.K == g.K && b.N == g.N, "gemm: packed B is ", b.K, " x ", b.N, ", the product needs ", g.K, " x ", g.N);
   if (g.precision != GemmPrecision::F32 || g.M <= kDotRows || b.level != simd_level() || g.K <= 0)
     return gemm(g);
   const KernelSet<float>& ks = kernels_for<float>(b.level);
-  const int64_t mr = ks.mr, nr = ks.nr, np = ceil_div(g.N, nr);
+  const int64_t nr = ks.nr, np = ceil_div(g.N, nr);
+  const RowTiles t = row_tiles(g.M, ks);
+  const int64_t tall_rows = std::min(g.M, t.tall * ks.mr), padded = t.tall * ks.mr + t.short_ * ks.mr_short;
+  float* ap = scratch<float>(kSlotA, padded * g.K);  // slice k0 at ap + padded * k0: the tall panels, then the short
+  for (int64_t k0 = 0; k0 < g.K; k0 += ks.kc) {
+    const int64_t kc = std::min(ks.kc, g.K - k0);
+    pack_a(g, ks, ks.mr, 0, tall_rows, k0, kc, ap + padded * k0);
+    if (t.short_) pack_a(g, ks, ks.mr_short, tall_rows, g.M - tall_rows, k0, kc, ap + padded * k0 + tall_rows * kc);
+  }
   parallel_for(0, np, g.M * g.N * g.K >= kThreadWork ? 1 : np, [&](int64_t lo, int64_t hi) {
-    float* ap = scratch<float>(kSlotA, ceil_div(g.M, mr) * mr * ks.kc);
     for (int64_t k0 = 0; k0 < g.K; k0 += ks.kc) {
       const int64_t kc = std::min(ks.kc, g.K - k0);
-      pack_a(g, ks, 0, g.M, k0, kc, ap);
       for (int64_t q = lo; q < hi; ++q) {
         const int64_t n0 = q * nr;
-        for (int64_t m = 0; m < g.M; m += mr)
-          run_tile(ks, kc, ap + m * kc, 1, mr, b.panels.data() + (k0 * np + q * kc) * nr, nr, g.C + m * g.c_rs + n0,
-                   g.c_rs, std::min(mr, g.M - m), std::min(nr, g.N - n0), g.accumulate || k0 > 0,
+        for (int64_t m = 0; m < g.M;) {
+          const bool tall = m < tall_rows;
+          const int64_t mr = tall ? ks.mr : ks.mr_short;
+          run_tile(ks, mr, tall ? ks.kernel : ks.kernel_short, kc, ap + padded * k0 + m * kc, 1, mr,
+                   b.panels.data() + (k0 * np + q * kc) * nr, nr, g.C + m * g.c_rs + n0, g.c_rs,
+                   std::min(mr, g.M - m), std::min(nr, g.N - n0), g.accumulate || k0 > 0,
                    g.bias ? g.bias + n0 : nullptr);
+          m += mr;
+        }
       }
     }
   });

@@ -43,6 +43,10 @@ struct KernelSet {
   // while both sit in L2, packing them costs more than it saves.
   int64_t in_place_work = 0;
   MicroKernel<T> kernel = nullptr;
+  // A tile of fewer rows on the same B panels (0: none), for products of a few rows (gemm with PackedB): their rows
+  // split into tiles of mr and mr_short rows with the fewest padding rows (32 = 4 x 8 on AVX-512, not 14 + 14 + 4).
+  int64_t mr_short = 0;
+  MicroKernel<T> kernel_short = nullptr;
   TransposeFn<T> transpose = nullptr;
   int64_t transpose_rows = 8;  // the most rows one transpose call takes
   DotBlockFn dot_block = nullptr;  // the f32 AVX2 set only; elsewhere such products take the packed path

@@ -1,6 +1,9 @@
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <set>
+#include <thread>
 
 #include "engine/allocator.h"
 #include "engine/cpu_features.h"
@@ -101,6 +104,24 @@ TEST_CASE("threadpool: parallel_for covers every index exactly once and propagat
                         if (lo >= 0) fail("boom");
                       }),
                       "boom");
+  }
+  set_num_threads(2);
+}
+
+// Back-to-back jobs meet workers still polling from the last one; jobs after a pause longer than the poll meet them
+// asleep. Either way each job is done, all of it, when parallel_for returns. With more threads than the hardware
+// has, the workers never poll.
+TEST_CASE("threadpool: jobs in quick succession and after the workers sleep each finish before parallel_for returns") {
+  for (int threads : {2, int(std::thread::hardware_concurrency()) + 1}) {
+    set_num_threads(threads);
+    std::vector<int> hits(64);
+    for (int job = 1; job <= 600; ++job) {
+      parallel_for(0, 64, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) hits[size_t(i)]++;  // each index by one thread: no race
+      });
+      REQUIRE(std::count(hits.begin(), hits.end(), job) == 64);
+      if (job % 100 == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));
+    }
   }
   set_num_threads(2);
 }

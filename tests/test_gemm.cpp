@@ -19,6 +19,7 @@
 #include "ops/matmul.h"
 #include "ops/view.h"
 #include "tests/gradcheck.h"
+#include "tests/skip_note.h"
 
 using namespace eng;
 
@@ -173,6 +174,40 @@ TEST_CASE("gemm: the transposing packs of the x86 kernel sets (A and Bᵀ panels
           CHECK(got == want);  // and nothing written outside the panel's columns
         }
   }
+}
+
+// The AVX-512 tiles (14 x 32 and 8 x 32) on the same panels give every element as the fma chain in k order from
+// C: the scalar loop below, bit for bit, with A packed (the short tile's own panels) and in place.
+TEST_CASE("gemm: the AVX-512 tiles of 14 and 8 rows == the scalar fma chain, bit for bit") {
+  if (simd_level() < SimdLevel::Avx512) {
+    eng::test::note_skip("no AVX-512 (or ENG_CPU caps it): the AVX-512 tiles untested here");
+    return;
+  }
+  const gemm_detail::KernelSet<float> ks = gemm_detail::avx512_kernels();
+  REQUIRE(ks.mr_short == 8);
+  Rng rng(12);
+  const int64_t K = 37, nr = ks.nr, lda = K + 3;
+  std::vector<float> a(size_t(ks.mr * lda)), b(size_t(K * nr)), c0(size_t(ks.mr * nr));
+  for (auto* v : {&a, &b, &c0})
+    for (float& x : *v) x = float(2 * rng.uniform() - 1);
+  for (auto [mr, kernel] : {std::pair{ks.mr, ks.kernel}, std::pair{ks.mr_short, ks.kernel_short}})
+    for (bool packed : {false, true})
+      for (bool load_c : {false, true}) {
+        std::vector<float> ap(size_t(mr * K));  // the packed panel: element (r, k) at k * mr + r
+        for (int64_t k = 0; k < K; ++k)
+          for (int64_t r = 0; r < mr; ++r) ap[size_t(k * mr + r)] = a[size_t(r * lda + k)];
+        std::vector<float> got = c0, want = c0;
+        kernel(K, packed ? ap.data() : a.data(), packed ? 1 : lda, packed ? mr : 1, b.data(), nr, got.data(), nr,
+               load_c);
+        for (int64_t r = 0; r < mr; ++r)
+          for (int64_t j = 0; j < nr; ++j) {
+            float acc = load_c ? c0[size_t(r * nr + j)] : 0.f;
+            for (int64_t k = 0; k < K; ++k) acc = std::fma(a[size_t(r * lda + k)], b[size_t(k * nr + j)], acc);
+            want[size_t(r * nr + j)] = acc;
+          }
+        INFO("rows ", mr, packed ? " packed" : " in place", load_c ? " from C" : " from 0");
+        CHECK(got == want);  // rows past mr untouched too
+      }
 }
 #endif
 

@@ -48,7 +48,7 @@ struct Product {
 }  // namespace
 
 TEST_CASE("gemm with packed B: the bits of gemm's packed kernels for 3..48 rows, any thread count; padding kept") {
-  for (int64_t M : {3, 15, 32, 48})
+  for (int64_t M : {3, 15, 22, 32, 44, 48})  // AVX-512: 8-row tiles, 14 + 8, 4 x 8, 14 + 14 + 8 + 8
     for (int64_t N : {1, 32, 65, 130})
       for (int64_t K : {1, 7, 401})  // 401: past one k slice of every kernel set
         for (int variant = 0; variant < 3; ++variant) {
