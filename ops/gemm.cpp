@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <thread>
 #include <type_traits>
 
@@ -9,6 +10,10 @@
 #include "engine/threadpool.h"
 #include "engine/vec_kernels.h"
 #include "ops/gemm_kernels.h"
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 namespace eng {
 
@@ -95,6 +100,21 @@ const KernelSet<double>& kernels_for<double>(SimdLevel) {
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+void* gemm_detail::scratch_block(size_t bytes) {
+  constexpr size_t kHuge = size_t(1) << 21;
+  const size_t align = bytes >= kHuge ? kHuge : 64;
+  void* p = std::aligned_alloc(align, (bytes + align - 1) / align * align);
+  ENG_CHECK(p, "gemm: cannot allocate a packing buffer of ", bytes, " bytes");
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (align == kHuge) ::madvise(p, (bytes + align - 1) / align * align, MADV_HUGEPAGE);  // advice: failure is harmless
+#endif
+  return p;
+}
+
+namespace {
 
 // Rows m0 .. m0+rows, columns k0 .. k0+kc of A as panels of mr rows, k-major: element (r, k) of panel p at
 // dst[p * mr * kc + k * mr + r]. The last panel is padded with zero rows.
