@@ -169,6 +169,20 @@ void pack_b(const GemmArgs<T>& g, const KernelSet<T>& ks, int64_t n0, int64_t k0
   }
 }
 
+// Panels q0 .. q1 of rows k0 .. k0+kc of B, panel q at dst + (q - q0) * kc * nr. With B's rows contiguous, k is
+// the outer loop over the full panels: each row of B is read once, in order, for all of them, where one panel at a
+// time reads nr values from each row (on large products every row a new page, no prefetcher crossing to it).
+template <class T>
+void pack_b_panels(const GemmArgs<T>& g, const KernelSet<T>& ks, int64_t q0, int64_t q1, int64_t k0, int64_t kc,
+                   T* dst) {
+  const int64_t nr = ks.nr, full = g.b_cs == 1 ? std::min(q1, g.N / nr) : q0;
+  for (int64_t k = 0; k < kc && full > q0; ++k) {
+    const T* src = g.B + (k0 + k) * g.b_rs + q0 * nr;
+    for (int64_t q = q0; q < full; ++q, src += nr) std::copy(src, src + nr, dst + (q - q0) * kc * nr + k * nr);
+  }
+  for (int64_t q = std::max(q0, full); q < q1; ++q) pack_b(g, ks, q * nr, k0, kc, dst + (q - q0) * kc * nr);
+}
+
 // One tile of C whose valid part is rows x cols: a full tile goes straight to C, an edge tile through a
 // padded copy, so that no kernel reads or writes C outside the matrix. With `bias` (the tile's first column of
 // it) and no C to load, the tile starts from the bias rows.
@@ -340,13 +354,18 @@ void gemm_packed(const GemmArgs<T>& g, const KernelSet<T>& ks, bool threaded) {
       const Slab<T> b{bp, p0, std::min(chunk, n_panels - p0), s0, std::min(slab_rows, g.K - s0)};
       // One parallel region per slab (as in ops/gemm_bf16.cpp): the threads pack B's panels as they claim them,
       // wait until all are packed (packing never waits), then take jobs as they come.
+      // Panels go in groups, two per thread (pack_b_panels reads B's rows once per group).
+      const int64_t group = ceil_div(b.np, 2 * threads);
       std::atomic<int64_t> next_panel{0}, packed{0}, next_job{0};
       parallel_for(0, threads, 1, [&](int64_t, int64_t) {
-        for (int64_t q; (q = next_panel.fetch_add(1)) < b.np; packed.fetch_add(1, std::memory_order_release))
+        for (int64_t q; (q = next_panel.fetch_add(group)) < b.np;) {
+          const int64_t q1 = std::min(b.np, q + group);
           for (int64_t k0 = 0; k0 < b.sk; k0 += ks.kc) {
             const int64_t kc = std::min(ks.kc, b.sk - k0);
-            pack_b(g, ks, (p0 + q) * nr, s0 + k0, kc, bp + (k0 * b.np + q * kc) * nr);
+            pack_b_panels(g, ks, p0 + q, p0 + q1, s0 + k0, kc, bp + (k0 * b.np + q * kc) * nr);
           }
+          packed.fetch_add(q1 - q, std::memory_order_release);
+        }
         while (packed.load(std::memory_order_acquire) < b.np) std::this_thread::yield();
         for (int64_t job; (job = next_job.fetch_add(1)) < jobs_m * jobs_n;) {
           const int64_t jm = job / jobs_n, jn = job % jobs_n;
@@ -427,7 +446,7 @@ PackedB pack_b(const GemmArgs<float>& g) {
   b.panels.resize(size_t(g.K * np * nr));
   for (int64_t k0 = 0; k0 < g.K; k0 += ks.kc) {
     const int64_t kc = std::min(ks.kc, g.K - k0);
-    for (int64_t q = 0; q < np; ++q) pack_b(g, ks, q * nr, k0, kc, b.panels.data() + (k0 * np + q * kc) * nr);
+    pack_b_panels(g, ks, 0, np, k0, kc, b.panels.data() + k0 * np * nr);
   }
   return b;
 }
