@@ -341,9 +341,10 @@ template <class T>
 void gemm_packed(const GemmArgs<T>& g, const KernelSet<T>& ks, bool threaded) {
   const int64_t mr = ks.mr, nr = ks.nr, m_tiles = ceil_div(g.M, mr), n_panels = ceil_div(g.N, nr);
   // Packed B holds at most kSlabElems (or one kc x nc block): all of B for the usual shapes, else chunks of
-  // columns, each in slabs of rows.
+  // columns, each in slabs of rows. A slab need not hold whole k slices: 2048³ is one slab of 5 slices of 384
+  // rows and one of 128, not a second slab (a second pass over all of C) for the last 128 rows.
   const int64_t chunk = std::min(n_panels, std::max(ks.nc / nr, kSlabElems / (ks.kc * nr)));
-  const int64_t slab_rows = std::max<int64_t>(1, kSlabElems / (ks.kc * chunk * nr)) * ks.kc;
+  const int64_t slab_rows = std::max(ks.kc, kSlabElems / (chunk * nr));
   T* bp = scratch<T>(kSlotB, std::min(slab_rows, g.K) * chunk * nr);
   // Row blocks of at most mc rows (gemm_detail::row_jobs); column blocks only when the rows run out.
   const int64_t threads = threaded ? num_threads() : 1;
