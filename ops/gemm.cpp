@@ -172,15 +172,26 @@ void pack_b(const GemmArgs<T>& g, const KernelSet<T>& ks, int64_t n0, int64_t k0
 // Panels q0 .. q1 of rows k0 .. k0+kc of B, panel q at dst + (q - q0) * kc * nr. With B's rows contiguous, k is
 // the outer loop over the full panels: each row of B is read once, in order, for all of them, where one panel at a
 // time reads nr values from each row (on large products every row a new page, no prefetcher crossing to it).
+template <int NR, class T>
+void copy_panel_rows(const T* src, int64_t rs, int64_t panels, int64_t kc, T* dst) {
+  for (int64_t k = 0; k < kc; ++k, src += rs)
+    for (int64_t q = 0; q < panels; ++q)
+      for (int j = 0; j < NR; ++j) dst[(q * kc + k) * NR + j] = src[q * NR + j];
+}
+
 template <class T>
 void pack_b_panels(const GemmArgs<T>& g, const KernelSet<T>& ks, int64_t q0, int64_t q1, int64_t k0, int64_t kc,
                    T* dst) {
-  const int64_t nr = ks.nr, full = g.b_cs == 1 ? std::min(q1, g.N / nr) : q0;
-  for (int64_t k = 0; k < kc && full > q0; ++k) {
-    const T* src = g.B + (k0 + k) * g.b_rs + q0 * nr;
-    for (int64_t q = q0; q < full; ++q, src += nr) std::copy(src, src + nr, dst + (q - q0) * kc * nr + k * nr);
+  const int64_t nr = ks.nr;
+  int64_t full = g.b_cs == 1 ? std::max(q0, std::min(q1, g.N / nr)) : q0;
+  const T* src = g.B + k0 * g.b_rs + q0 * nr;
+  switch (full > q0 ? nr : 0) {  // copies of a width the compiler knows
+    case 32: copy_panel_rows<32>(src, g.b_rs, full - q0, kc, dst); break;
+    case 16: copy_panel_rows<16>(src, g.b_rs, full - q0, kc, dst); break;
+    case 8: copy_panel_rows<8>(src, g.b_rs, full - q0, kc, dst); break;
+    default: full = q0;  // no full panel (or a width without a copy here): panel by panel
   }
-  for (int64_t q = std::max(q0, full); q < q1; ++q) pack_b(g, ks, q * nr, k0, kc, dst + (q - q0) * kc * nr);
+  for (int64_t q = full; q < q1; ++q) pack_b(g, ks, q * nr, k0, kc, dst + (q - q0) * kc * nr);
 }
 
 // One tile of C whose valid part is rows x cols: a full tile goes straight to C, an edge tile through a
