@@ -116,12 +116,45 @@ void* gemm_detail::scratch_block(size_t bytes) {
 
 namespace {
 
+// Panels of NR values per row from `panels` consecutive runs of NR in each of kc rows rs apart: dst[(q * kc + k) *
+// NR + j] = src[k * rs + q * NR + j]. k is the outer loop, so each row is read once, in order, for all the panels.
+template <int NR, class T>
+void copy_panel_rows(const T* src, int64_t rs, int64_t panels, int64_t kc, T* dst) {
+  for (int64_t k = 0; k < kc; ++k, src += rs)
+    for (int64_t q = 0; q < panels; ++q)
+      for (int j = 0; j < NR; ++j) dst[(q * kc + k) * NR + j] = src[q * NR + j];
+}
+
+// The same in blocks of 16 rows, panel by panel within a block: the block's rows stay in L1 while every panel
+// takes its part, and each panel is written in runs of 16 * NR values.
+template <int NR, class T>
+void copy_panel_rows_blocked(const T* src, int64_t rs, int64_t panels, int64_t kc, T* dst) {
+  for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+    const int64_t kb = std::min<int64_t>(16, kc - k0);
+    for (int64_t q = 0; q < panels; ++q)
+      for (int64_t k = k0; k < k0 + kb; ++k)
+        for (int j = 0; j < NR; ++j) dst[(q * kc + k) * NR + j] = src[k * rs + q * NR + j];
+  }
+}
+
 // Rows m0 .. m0+rows, columns k0 .. k0+kc of A as panels of mr rows, k-major: element (r, k) of panel p at
 // dst[p * mr * kc + k * mr + r]. The last panel is padded with zero rows.
 template <class T>
 void pack_a(const GemmArgs<T>& g, const KernelSet<T>& ks, int64_t m0, int64_t rows, int64_t k0, int64_t kc, T* dst) {
   const int64_t mr = ks.mr;
-  for (int64_t p = 0; p < rows; p += mr, dst += mr * kc) {
+  int64_t p = 0;
+  if (g.a_rs == 1 && g.a_cs != 1) {  // A transposed (a weight gradient's xᵀ): whole panels k by k
+    const T* src = g.A + m0 + k0 * g.a_cs;
+    const int64_t panels = rows / mr;
+    switch (mr) {  // the kernel sets' tile heights; another would go panel by panel below
+      case 14: copy_panel_rows_blocked<14>(src, g.a_cs, panels, kc, dst), p = panels * mr; break;
+      case 6: copy_panel_rows_blocked<6>(src, g.a_cs, panels, kc, dst), p = panels * mr; break;
+      case 4: copy_panel_rows_blocked<4>(src, g.a_cs, panels, kc, dst), p = panels * mr; break;
+      default: break;
+    }
+    dst += p * kc;
+  }
+  for (; p < rows; p += mr, dst += mr * kc) {
     const int64_t n = std::min(mr, rows - p);
     const T* src = g.A + (m0 + p) * g.a_rs + k0 * g.a_cs;
     if (g.a_cs == 1) {  // rows run along k: transpose a few at a time
@@ -172,13 +205,6 @@ void pack_b(const GemmArgs<T>& g, const KernelSet<T>& ks, int64_t n0, int64_t k0
 // Panels q0 .. q1 of rows k0 .. k0+kc of B, panel q at dst + (q - q0) * kc * nr. With B's rows contiguous, k is
 // the outer loop over the full panels: each row of B is read once, in order, for all of them, where one panel at a
 // time reads nr values from each row (on large products every row a new page, no prefetcher crossing to it).
-template <int NR, class T>
-void copy_panel_rows(const T* src, int64_t rs, int64_t panels, int64_t kc, T* dst) {
-  for (int64_t k = 0; k < kc; ++k, src += rs)
-    for (int64_t q = 0; q < panels; ++q)
-      for (int j = 0; j < NR; ++j) dst[(q * kc + k) * NR + j] = src[q * NR + j];
-}
-
 template <class T>
 void pack_b_panels(const GemmArgs<T>& g, const KernelSet<T>& ks, int64_t q0, int64_t q1, int64_t k0, int64_t kc,
                    T* dst) {
