@@ -143,7 +143,7 @@ template <class T>
 void pack_a(const GemmArgs<T>& g, const KernelSet<T>& ks, int64_t m0, int64_t rows, int64_t k0, int64_t kc, T* dst) {
   const int64_t mr = ks.mr;
   int64_t p = 0;
-  if (g.a_rs == 1 && g.a_cs != 1) {  // A transposed (a weight gradient's xᵀ): whole panels k by k
+  if (g.a_rs == 1 && g.a_cs != 1) {  // A transposed (a weight gradient's xᵀ): the whole panels, 16 k at a time
     const T* src = g.A + m0 + k0 * g.a_cs;
     const int64_t panels = rows / mr;
     switch (mr) {  // the kernel sets' tile heights; another would go panel by panel below
