@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <thread>
 #include <type_traits>
 
@@ -10,6 +11,10 @@
 #include "engine/threadpool.h"
 #include "engine/vec_kernels.h"
 #include "ops/gemm_kernels.h"
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 namespace eng {
 
@@ -102,13 +107,64 @@ const KernelSet<double>& kernels_for<double>(SimdLevel) {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+}  // namespace
+
+void* gemm_detail::scratch_block(size_t bytes) {
+  constexpr size_t kHuge = size_t(1) << 21;
+  const size_t align = bytes >= kHuge ? kHuge : 64;
+  void* p = std::aligned_alloc(align, (bytes + align - 1) / align * align);
+  ENG_CHECK(p, "gemm: cannot allocate a packing buffer of ", bytes, " bytes");
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (align == kHuge) ::madvise(p, (bytes + align - 1) / align * align, MADV_HUGEPAGE);  // advice: failure is harmless
+#endif
+  return p;
+}
+
+namespace {
+
+// Panels of NR values per row from `panels` consecutive runs of NR in each of kc rows rs apart: dst[(q * kc + k) *
+// NR + j] = src[k * rs + q * NR + j]. k is the outer loop, so each row is read once, in order, for all the panels.
+// These copies stay out of line: inlined, they changed GCC's inlining elsewhere in this file, and the batched
+// 512 x 64 x 512 products (the small-product path, which never calls them) ran 7 % slower on one core.
+template <int NR, class T>
+__attribute__((noinline)) void copy_panel_rows(const T* src, int64_t rs, int64_t panels, int64_t kc, T* dst) {
+  for (int64_t k = 0; k < kc; ++k, src += rs)
+    for (int64_t q = 0; q < panels; ++q)
+      for (int j = 0; j < NR; ++j) dst[(q * kc + k) * NR + j] = src[q * NR + j];
+}
+
+// The same in blocks of 16 rows, panel by panel within a block: the block's rows stay in L1 while every panel
+// takes its part, and each panel is written in runs of 16 * NR values.
+template <int NR, class T>
+__attribute__((noinline)) void copy_panel_rows_blocked(const T* src, int64_t rs, int64_t panels, int64_t kc, T* dst) {
+  for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+    const int64_t kb = std::min<int64_t>(16, kc - k0);
+    for (int64_t q = 0; q < panels; ++q)
+      for (int64_t k = k0; k < k0 + kb; ++k)
+        for (int j = 0; j < NR; ++j) dst[(q * kc + k) * NR + j] = src[k * rs + q * NR + j];
+  }
+}
+
 // Rows m0 .. m0+rows, columns k0 .. k0+kc of A as panels of mr rows, k-major: element (r, k) of panel p at
 // dst[p * mr * kc + k * mr + r]. The last panel is padded with zero rows.
 // Panels of `mr` rows, which need not be ks.mr (gemm with PackedB also packs for ks.mr_short).
 template <class T>
 void pack_a(const GemmArgs<T>& g, const KernelSet<T>& ks, int64_t mr, int64_t m0, int64_t rows, int64_t k0, int64_t kc,
             T* dst) {
-  for (int64_t p = 0; p < rows; p += mr, dst += mr * kc) {
+  int64_t p = 0;
+  if (g.a_rs == 1 && g.a_cs != 1) {  // A transposed (a weight gradient's xᵀ): the whole panels, 16 k at a time
+    const T* src = g.A + m0 + k0 * g.a_cs;
+    const int64_t panels = rows / mr;
+    switch (mr) {  // the kernel sets' tile heights; another would go panel by panel below
+      case 14: copy_panel_rows_blocked<14>(src, g.a_cs, panels, kc, dst), p = panels * mr; break;
+      case 8: copy_panel_rows_blocked<8>(src, g.a_cs, panels, kc, dst), p = panels * mr; break;
+      case 6: copy_panel_rows_blocked<6>(src, g.a_cs, panels, kc, dst), p = panels * mr; break;
+      case 4: copy_panel_rows_blocked<4>(src, g.a_cs, panels, kc, dst), p = panels * mr; break;
+      default: break;
+    }
+    dst += p * kc;
+  }
+  for (; p < rows; p += mr, dst += mr * kc) {
     const int64_t n = std::min(mr, rows - p);
     const T* src = g.A + (m0 + p) * g.a_rs + k0 * g.a_cs;
     if (g.a_cs == 1) {  // rows run along k: transpose a few at a time
@@ -159,6 +215,24 @@ void pack_b(const GemmArgs<T>& g, const KernelSet<T>& ks, int64_t n0, int64_t k0
       for (int64_t j = n; j < nr; ++j) dst[k * nr + j] = T(0);
     }
   }
+}
+
+// Panels q0 .. q1 of rows k0 .. k0+kc of B, panel q at dst + (q - q0) * kc * nr. With B's rows contiguous, k is
+// the outer loop over the full panels: each row of B is read once, in order, for all of them, where one panel at a
+// time reads nr values from each row (on large products every row a new page, no prefetcher crossing to it).
+template <class T>
+void pack_b_panels(const GemmArgs<T>& g, const KernelSet<T>& ks, int64_t q0, int64_t q1, int64_t k0, int64_t kc,
+                   T* dst) {
+  const int64_t nr = ks.nr;
+  int64_t full = g.b_cs == 1 ? std::max(q0, std::min(q1, g.N / nr)) : q0;
+  const T* src = g.B + k0 * g.b_rs + q0 * nr;
+  switch (full > q0 ? nr : 0) {  // copies of a width the compiler knows
+    case 32: copy_panel_rows<32>(src, g.b_rs, full - q0, kc, dst); break;
+    case 16: copy_panel_rows<16>(src, g.b_rs, full - q0, kc, dst); break;
+    case 8: copy_panel_rows<8>(src, g.b_rs, full - q0, kc, dst); break;
+    default: full = q0;  // no full panel (or a width without a copy here): panel by panel
+  }
+  for (int64_t q = full; q < q1; ++q) pack_b(g, ks, q * nr, k0, kc, dst + (q - q0) * kc * nr);
 }
 
 // One tile of C whose valid part is rows x cols: a full tile goes straight to C, an edge tile through a
@@ -327,9 +401,10 @@ template <class T>
 void gemm_packed(const GemmArgs<T>& g, const KernelSet<T>& ks, bool threaded) {
   const int64_t mr = ks.mr, nr = ks.nr, m_tiles = ceil_div(g.M, mr), n_panels = ceil_div(g.N, nr);
   // Packed B holds at most kSlabElems (or one kc x nc block): all of B for the usual shapes, else chunks of
-  // columns, each in slabs of rows.
+  // columns, each in slabs of rows. A slab need not hold whole k slices: 2048³ is one slab of 5 slices of 384
+  // rows and one of 128, not a second slab (a second pass over all of C) for the last 128 rows.
   const int64_t chunk = std::min(n_panels, std::max(ks.nc / nr, kSlabElems / (ks.kc * nr)));
-  const int64_t slab_rows = std::max<int64_t>(1, kSlabElems / (ks.kc * chunk * nr)) * ks.kc;
+  const int64_t slab_rows = std::max(ks.kc, kSlabElems / (chunk * nr));
   T* bp = scratch<T>(kSlotB, std::min(slab_rows, g.K) * chunk * nr);
   // Row blocks of at most mc rows (gemm_detail::row_jobs); column blocks only when the rows run out.
   const int64_t threads = threaded ? num_threads() : 1;
@@ -340,13 +415,18 @@ void gemm_packed(const GemmArgs<T>& g, const KernelSet<T>& ks, bool threaded) {
       const Slab<T> b{bp, p0, std::min(chunk, n_panels - p0), s0, std::min(slab_rows, g.K - s0)};
       // One parallel region per slab (as in ops/gemm_bf16.cpp): the threads pack B's panels as they claim them,
       // wait until all are packed (packing never waits), then take jobs as they come.
+      // Panels go in groups, two per thread (pack_b_panels reads B's rows once per group).
+      const int64_t group = ceil_div(b.np, 2 * threads);
       std::atomic<int64_t> next_panel{0}, packed{0}, next_job{0};
       parallel_for(0, threads, 1, [&](int64_t, int64_t) {
-        for (int64_t q; (q = next_panel.fetch_add(1)) < b.np; packed.fetch_add(1, std::memory_order_release))
+        for (int64_t q; (q = next_panel.fetch_add(group)) < b.np;) {
+          const int64_t q1 = std::min(b.np, q + group);
           for (int64_t k0 = 0; k0 < b.sk; k0 += ks.kc) {
             const int64_t kc = std::min(ks.kc, b.sk - k0);
-            pack_b(g, ks, (p0 + q) * nr, s0 + k0, kc, bp + (k0 * b.np + q * kc) * nr);
+            pack_b_panels(g, ks, p0 + q, p0 + q1, s0 + k0, kc, bp + (k0 * b.np + q * kc) * nr);
           }
+          packed.fetch_add(q1 - q, std::memory_order_release);
+        }
         while (packed.load(std::memory_order_acquire) < b.np) std::this_thread::yield();
         for (int64_t job; (job = next_job.fetch_add(1)) < jobs_m * jobs_n;) {
           const int64_t jm = job / jobs_n, jn = job % jobs_n;
@@ -429,7 +509,7 @@ PackedB pack_b(const GemmArgs<float>& g) {
   b.panels.resize(size_t(g.K * np * nr));
   for (int64_t k0 = 0; k0 < g.K; k0 += ks.kc) {
     const int64_t kc = std::min(ks.kc, g.K - k0);
-    for (int64_t q = 0; q < np; ++q) pack_b(g, ks, q * nr, k0, kc, b.panels.data() + (k0 * np + q * kc) * nr);
+    pack_b_panels(g, ks, 0, np, k0, kc, b.panels.data() + k0 * np * nr);
   }
   return b;
 }

@@ -142,12 +142,15 @@ void drive(const GemmArgs<float>& g, const Path& path, bool threaded) {
       // 5-15 us, a tenth of a 256³ product on two threads. The threads pack B's panels as they claim them, wait
       // (briefly: packing never waits) until all are packed, then take jobs as they come. A thread the pool has
       // not woken yet finds the work done, so no one waits on a thread that is not running.
+      // Panels go in groups, two per thread: one pack call reads each line of B once for a whole group.
+      const int64_t group = ceil_div(np, 2 * threads);
       std::atomic<int64_t> next_panel{0}, packed{0}, next_job{0};
       parallel_for(0, threads, 1, [&](int64_t, int64_t) {
-        for (int64_t q; (q = next_panel.fetch_add(1)) < np; packed.fetch_add(1, std::memory_order_release)) {
-          const int64_t n0 = (p0 + q) * nr;
-          path.pack(g.B + k0 * g.b_rs + n0 * g.b_cs, g.b_cs, g.b_rs, std::min(nr, g.N - n0), nr, kc,
+        for (int64_t q; (q = next_panel.fetch_add(group)) < np;) {
+          const int64_t n0 = (p0 + q) * nr, q1 = std::min(np, q + group);
+          path.pack(g.B + k0 * g.b_rs + n0 * g.b_cs, g.b_cs, g.b_rs, std::min((q1 - q) * nr, g.N - n0), nr, kc,
                     bp + q * depth * nr);
+          packed.fetch_add(q1 - q, std::memory_order_release);
         }
         while (packed.load(std::memory_order_acquire) < np) std::this_thread::yield();
         for (int64_t j; (j = next_job.fetch_add(1)) < jobs_m * jobs_n;) {

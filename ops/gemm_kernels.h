@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <new>
+#include <cstdlib>
 
 #include "ops/gemm.h"
 
@@ -90,6 +90,11 @@ void fill_rows(T* c, int64_t ldc, int64_t rows, const T* bias, int64_t cols) {
     for (int64_t j = 0; j < cols; ++j) c[r * ldc + j] = bias[j];
 }
 
+// A packing buffer of `bytes` (ops/gemm.cpp), 64-byte aligned; from 2 MiB on, aligned to 2 MiB and asked for
+// transparent huge pages, so that streaming a packed B block crosses no 4 KiB page (where the hardware prefetchers
+// stop and the L1 TLB misses). Freed by std::free.
+void* scratch_block(size_t bytes);
+
 // Packing buffers live as long as their thread and only grow: the first touch of a fresh page costs
 // ~12 us on these machines, more than packing the page's worth of data.
 enum Slot { kSlotB, kSlotA, kSlots };
@@ -99,14 +104,14 @@ T* scratch(Slot slot, int64_t n) {
   struct Buf {
     T* p = nullptr;
     int64_t cap = 0;
-    ~Buf() { ::operator delete(p, std::align_val_t(64)); }
+    ~Buf() { std::free(p); }
   };
   thread_local Buf bufs[kSlots];
   Buf& b = bufs[slot];
   if (n > b.cap) {
-    ::operator delete(b.p, std::align_val_t(64));
+    std::free(b.p);
     b.p = nullptr, b.cap = 0;
-    b.p = static_cast<T*>(::operator new(size_t(n) * sizeof(T), std::align_val_t(64)));
+    b.p = static_cast<T*>(scratch_block(size_t(n) * sizeof(T)));
     b.cap = n;
   }
   return b.p;
