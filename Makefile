@@ -208,6 +208,7 @@ $(EMBED_DIR)/variants.o: $(EMBED_DIR)/variants.cpp
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 # Without --tensor-step (tools/embed.cpp): LanguageModel::step was 164 KB of the static program.
 $(EMBED_DIR)/embed.o: tools/embed.cpp
+	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -DENG_EMBED_GENERATOR_ONLY -c $< -o $@
 # The link drops the -fno-lto of LDFLAGS: with it, GCC links the machine code and the -flto below does nothing.
 $(EMBED_DIR)/embed: $(EMBED_DIR)/embed.o $(EMBED_DIR)/variants.o $(EMBED_OBJ) $(BUILD)/libengine.a
