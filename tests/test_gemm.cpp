@@ -190,9 +190,11 @@ TEST_CASE("gemm: the AVX-512 tiles of 14 and 8 rows == the scalar fma chain, bit
   std::vector<float> a(size_t(ks.mr * lda)), b(size_t(K * nr)), c0(size_t(ks.mr * nr));
   for (auto* v : {&a, &b, &c0})
     for (float& x : *v) x = float(2 * rng.uniform() - 1);
-  for (auto [mr, kernel] : {std::pair{ks.mr, ks.kernel}, std::pair{ks.mr_short, ks.kernel_short}})
+  for (const auto& tile : {std::pair{ks.mr, ks.kernel}, std::pair{ks.mr_short, ks.kernel_short}})
     for (bool packed : {false, true})
       for (bool load_c : {false, true}) {
+        const int64_t mr = tile.first;  // not a structured binding: clang's C++17 cannot capture one (INFO)
+        const auto kernel = tile.second;
         std::vector<float> ap(size_t(mr * K));  // the packed panel: element (r, k) at k * mr + r
         for (int64_t k = 0; k < K; ++k)
           for (int64_t r = 0; r < mr; ++r) ap[size_t(k * mr + r)] = a[size_t(r * lda + k)];
