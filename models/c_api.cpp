@@ -1,5 +1,6 @@
-// The C interface (models/c_api.h): a checkpoint's model built from its metadata, its weights bound where they lie
-// (bind_checkpoint: the mapping's or the caller's buffer's pages), and the allocation-free Generator. Each function
+// The C interface (models/c_api.h): the allocation-free Generator on a checkpoint's tensors where they lie (the
+// mapping's or the caller's buffer's pages: models/generator_checkpoint.h), the model described by its metadata but
+// not built, so that a C program links no layer, attention class or Tensor op. Each function
 // turns what the library throws into a status and this thread's message; in a build without exceptions a failed
 // check goes to the error handler instead (engine/error.h) and the arguments are checked here first, so that a
 // caller's mistake is still a status.
@@ -13,15 +14,13 @@
 
 #include "engine/error.h"
 #include "engine/safetensors.h"
-#include "engine/skip_init.h"
-#include "models/attention/variants.h"
 #include "models/checkpoint.h"
 #include "models/generator.h"
-#include "models/transformer.h"
+#include "models/generator_checkpoint.h"
 
 struct eng_model {
-  eng::SafetensorsFile file;  // the weights' views: the model's parameters are bound to them
-  std::unique_ptr<eng::LanguageModel> model;
+  eng::SafetensorsFile file;  // the weights' views, which the generator reads
+  int64_t vocab = 0, max_len = 0;
   std::unique_ptr<eng::Generator> generator;
 };
 
@@ -56,18 +55,6 @@ eng_status guarded(eng_status on_error, Body&& body) {
 #endif
 }
 
-// The variants the Generator runs: the only ones this interface builds, so the only ones it links.
-void register_generator_variants() {
-  static const bool registered = [] {
-    register_attention_softmax();
-    register_attention_stateful_softmax();
-    register_attention_linear();
-    register_attention_causal_linear();
-    return true;
-  }();
-  (void)registered;
-}
-
 // The decoder-only language model a checkpoint written by train describes (docs/checkpoint.md).
 TransformerConfig model_config(const std::string& name, const std::map<std::string, std::string>& metadata) {
   const std::map<std::string, std::string> config = read_run_config(metadata).model;
@@ -81,25 +68,20 @@ TransformerConfig model_config(const std::string& name, const std::map<std::stri
 }
 
 eng_status load(SafetensorsFile file, const std::string& name, eng_model** out) {
-  register_generator_variants();
   auto m = std::make_unique<eng_model>();
   m->file = std::move(file);
   const TransformerConfig config = model_config(name, m->file.metadata);
-  {
-    SkipRandomInitGuard skip;  // every weight comes from the checkpoint
-    m->model = std::make_unique<LanguageModel>(config);
-  }
-  const std::string why = Generator::unsupported(*m->model);
+  const std::string why = generator_unsupported(config);
   if (!why.empty()) return failed(ENG_ERROR_MODEL, name + ": the model has " + why + ", which the C API does not run");
-  bind_checkpoint(m->file, name, *m->model);
-  m->model->eval();
-  m->generator = std::make_unique<Generator>(*m->model);
+  m->generator = std::make_unique<Generator>(generator_weights(m->file, name, config));
+  m->vocab = config.vocab;
+  m->max_len = config.max_len;
   *out = m.release();
   return ENG_OK;
 }
 
 eng_status check_token(const eng_model* m, int64_t token, const char* who) {
-  const int64_t vocab = m->model->config().vocab;
+  const int64_t vocab = m->vocab;
   if (token < 0 || token >= vocab)
     return failed(ENG_ERROR_ARGUMENT, std::string(who) + ": token " + std::to_string(token) + " is outside 0.." +
                                           std::to_string(vocab - 1));
@@ -125,8 +107,8 @@ eng_status eng_load_buffer(const void* data, size_t size, eng_model** out) {
 
 void eng_free(eng_model* model) { delete model; }
 
-int64_t eng_vocab(const eng_model* model) { return model->model->config().vocab; }
-int64_t eng_max_len(const eng_model* model) { return model->model->config().max_len; }
+int64_t eng_vocab(const eng_model* model) { return model->vocab; }
+int64_t eng_max_len(const eng_model* model) { return model->max_len; }
 int64_t eng_length(const eng_model* model) { return model->generator->length(); }
 void eng_reset(eng_model* model) { model->generator->reset(); }
 

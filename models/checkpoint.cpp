@@ -53,17 +53,17 @@ ChecksumCheck check_checksum(const SafetensorsFile& file) {
   return {sum == file.metadata.end() ? "" : sum->second, data_checksum(file.tensors)};
 }
 
-namespace {
+ModelSpec model_spec(const Module& model) {
+  ModelSpec spec;
+  std::set<std::string> quantizable;
+  for (const auto& [name, p] : model.named_quantizable()) quantizable.insert(name);
+  for (const auto& [name, p] : model.named_parameters())
+    spec.parameters.push_back({name, quant_logical_shape(p), p.dtype(), quantizable.count(name) > 0});
+  for (const auto& [name, b] : model.named_buffers()) spec.buffers.push_back({name, b.shape(), b.dtype(), false});
+  return spec;
+}
 
-// What the checks below found: the file's tensors by name, and the parameters the file holds quantized.
-struct CheckedTensors {
-  std::map<std::string, Tensor> by_name;
-  std::set<std::string> quantized;
-};
-
-// The checks every load makes before it changes anything: the data's CRC-32, every parameter and buffer present
-// with its shape (a buffer with its dtype too; a quantized parameter with its blocks), no unknown one.
-CheckedTensors check_model_tensors(const SafetensorsFile& f, const std::string& path, const Module& model) {
+CheckedTensors check_checkpoint_tensors(const SafetensorsFile& f, const std::string& path, const ModelSpec& spec) {
   const ChecksumCheck sum = check_checksum(f);
   ENG_CHECK(!sum.recorded.empty(), "checkpoint ", path, ": no '", kChecksumKey,
             "' metadata (not written by save_checkpoint, or its header was damaged)");
@@ -71,29 +71,29 @@ CheckedTensors check_model_tensors(const SafetensorsFile& f, const std::string& 
             ", the header records ", sum.recorded, ")");
   CheckedTensors out;
   out.by_name = std::map<std::string, Tensor>(f.tensors.begin(), f.tensors.end());
-  std::set<std::string> expected, quantizable;
-  for (const auto& [name, p] : model.named_quantizable()) quantizable.insert(name);
-  for (const auto& [name, p] : model.named_parameters()) {
+  std::set<std::string> expected;
+  for (const TensorSpec& p : spec.parameters) {
+    const std::string& name = p.name;
     expected.insert("model." + name);
     auto it = out.by_name.find("model." + name);
     ENG_CHECK(it != out.by_name.end(), "checkpoint ", path, ": parameter '", name, "' is missing");
-    if (check_quantized_parameter(path, name, p, it->second, quantizable.count(name) > 0, f.metadata)) {
+    if (check_quantized_parameter(path, name, p.shape, it->second, p.quantizable, f.metadata)) {
       out.quantized.insert(name);
       continue;
     }
-    ENG_CHECK(p.dtype() != DType::U8, "checkpoint ", path, ": parameter '", name, "' is f32 in the file but ",
+    ENG_CHECK(p.dtype != DType::U8, "checkpoint ", path, ": parameter '", name, "' is f32 in the file but ",
               "quantized in the model: load it into a model that was not quantized");
-    ENG_CHECK(it->second.shape() == p.shape(), "checkpoint ", path, ": parameter '", name, "' has shape ",
-              it->second.shape(), ", the model has ", p.shape());
+    ENG_CHECK(it->second.shape() == p.shape, "checkpoint ", path, ": parameter '", name, "' has shape ",
+              it->second.shape(), ", the model has ", p.shape);
   }
   check_quant_keys(path, f.metadata, std::vector<std::string>(expected.begin(), expected.end()));
-  for (const auto& [name, b] : model.named_buffers()) {
-    expected.insert("buffer." + name);
-    auto it = out.by_name.find("buffer." + name);
-    ENG_CHECK(it != out.by_name.end(), "checkpoint ", path, ": buffer '", name, "' is missing");
-    ENG_CHECK(it->second.shape() == b.shape() && it->second.dtype() == b.dtype(), "checkpoint ", path, ": buffer '",
-              name, "' is ", dtype_name(it->second.dtype()), " ", it->second.shape(), ", the model has ",
-              dtype_name(b.dtype()), " ", b.shape());
+  for (const TensorSpec& b : spec.buffers) {
+    expected.insert("buffer." + b.name);
+    auto it = out.by_name.find("buffer." + b.name);
+    ENG_CHECK(it != out.by_name.end(), "checkpoint ", path, ": buffer '", b.name, "' is missing");
+    ENG_CHECK(it->second.shape() == b.shape && it->second.dtype() == b.dtype, "checkpoint ", path, ": buffer '",
+              b.name, "' is ", dtype_name(it->second.dtype()), " ", it->second.shape(), ", the model has ",
+              dtype_name(b.dtype), " ", b.shape);
   }
   for (const auto& [name, t] : f.tensors) {
     const bool param = name.rfind("model.", 0) == 0, buffer = name.rfind("buffer.", 0) == 0;
@@ -104,8 +104,6 @@ CheckedTensors check_model_tensors(const SafetensorsFile& f, const std::string& 
   return out;
 }
 
-}  // namespace
-
 std::map<std::string, std::string> load_checkpoint(const std::string& path, Module& model, Optimizer* optimizer) {
   return load_checkpoint(load_safetensors(path), path, model, optimizer);
 }
@@ -114,7 +112,7 @@ std::map<std::string, std::string> load_checkpoint(const SafetensorsFile& f, con
                                                    Optimizer* optimizer) {
   ENG_CHECK(!(optimizer && has_quantized_weights(f.metadata)), "checkpoint ", path, ": holds quantized weights (an ",
             "inference-only file written by quantize): training resumes from an f32 checkpoint");
-  const CheckedTensors checked = check_model_tensors(f, path, model);
+  const CheckedTensors checked = check_checkpoint_tensors(f, path, model_spec(model));
   if (optimizer) {
     auto it = f.metadata.find("optimizer");
     ENG_CHECK(it != f.metadata.end() && it->second == optimizer->name(), "checkpoint ", path,
@@ -143,7 +141,7 @@ std::map<std::string, std::string> load_checkpoint(const SafetensorsFile& f, con
 }
 
 void bind_checkpoint(const SafetensorsFile& f, const std::string& path, Module& model) {
-  const CheckedTensors checked = check_model_tensors(f, path, model);
+  const CheckedTensors checked = check_checkpoint_tensors(f, path, model_spec(model));
   for (const auto& [name, p] : model.named_parameters()) {
     const Tensor& src = checked.by_name.at("model." + name);
     if (checked.quantized.count(name)) {

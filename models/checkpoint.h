@@ -4,7 +4,9 @@
 // "task.<key>"). docs/checkpoint.md lists every key. Writes are atomic (temp file + rename).
 #pragma once
 #include <map>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "engine/optim.h"
 #include "engine/safetensors.h"
@@ -24,6 +26,30 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Modu
 // mapping), so that a program reading the config from the metadata reads the file once.
 std::map<std::string, std::string> load_checkpoint(const SafetensorsFile& file, const std::string& path,
                                                    Module& model, Optimizer* optimizer);
+
+// What a checkpoint must hold for a model, which every load checks the file against: each parameter's name, its
+// f32 shape ([N, K] for a quantized weight too), its dtype in the model (F32, or U8 once quantized) and whether its
+// layer may hold it quantized; each buffer's name, dtype and shape.
+struct TensorSpec {
+  std::string name;
+  Shape shape;
+  DType dtype = DType::F32;
+  bool quantizable = false;
+};
+struct ModelSpec {
+  std::vector<TensorSpec> parameters, buffers;
+};
+ModelSpec model_spec(const Module& model);
+
+// The checks every load makes before it changes anything: the data's CRC-32, every parameter and buffer of `spec`
+// present with its shape (a buffer with its dtype too; a quantized parameter as valid blocks in its recorded format),
+// no unknown "model." or "buffer." tensor. Throws naming `path` and the tensor. Returns the file's tensors by name
+// and the names (without "model.") of the parameters the file holds quantized.
+struct CheckedTensors {
+  std::map<std::string, Tensor> by_name;
+  std::set<std::string> quantized;
+};
+CheckedTensors check_checkpoint_tensors(const SafetensorsFile& file, const std::string& path, const ModelSpec& spec);
 
 // Inference load, zero copy: after the same checks as load_checkpoint (nothing changed when one fails), each
 // parameter becomes the file's tensor itself, viewed by the layers' handles, and stops requiring grad; with a

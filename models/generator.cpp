@@ -45,15 +45,21 @@ void row_product(const Tensor& weight, const Tensor& bias, const float* x, float
   gemm(g);
 }
 
-void linear_row(const Linear& l, const float* x, float* y) { row_product(l.weight, l.bias, x, y); }
+void linear_row(const GeneratorWeights::Product& p, const float* x, float* y) { row_product(p.weight, p.bias, x, y); }
 
-void norm_row(const Norm& norm, const float* x, float* y, int64_t d) {
+void norm_row(const GeneratorWeights::NormWeights& norm, const float* x, float* y, int64_t d) {
   float mean = 0, rstd = 0;
-  if (const LayerNorm* ln = norm.layer_norm())
-    vec_kernels().norm_row(x, data_or_null(ln->weight), data_or_null(ln->bias), y, d, float(ln->eps()), &mean, &rstd);
+  if (norm.rms)
+    vec_kernels().norm_row(x, norm.weight.data<float>(), nullptr, y, d, norm.eps, nullptr, &rstd);
   else
-    vec_kernels().norm_row(x, norm.rms_norm()->weight.data<float>(), nullptr, y, d, float(norm.rms_norm()->eps()),
-                           nullptr, &rstd);
+    vec_kernels().norm_row(x, data_or_null(norm.weight), data_or_null(norm.bias), y, d, norm.eps, &mean, &rstd);
+}
+
+GeneratorWeights::Product product_of(const Linear& l) { return {l.weight, l.bias}; }
+
+GeneratorWeights::NormWeights norm_of(const Norm& norm) {
+  if (const LayerNorm* ln = norm.layer_norm()) return {false, ln->weight, ln->bias, float(ln->eps())};
+  return {true, norm.rms_norm()->weight, Tensor(), float(norm.rms_norm()->eps())};
 }
 
 void add_into(float* x, const float* h, int64_t n) {
@@ -96,20 +102,58 @@ std::string Generator::unsupported(const LanguageModel& model) {
   return check_parameters(model);
 }
 
-Generator::Generator(const LanguageModel& model)
-    : model_(model),
-      d_(model.config().d_model),
-      heads_(model.config().heads),
-      groups_(model.config().kv_heads > 0 ? model.config().kv_heads : model.config().heads),
-      head_dim_(d_ / heads_),
-      max_len_(model.config().max_len) {
-  const std::string why = unsupported(model);
+GeneratorWeights generator_weights(const LanguageModel& model) {
+  const std::string why = Generator::unsupported(model);
   ENG_CHECK(why.empty(), "Generator: the model has ", why, "; LanguageModel::step runs it");
-  linear_ = !model.layers.empty() && tag_cast<const LinearAttention>(&model.layers[0]->self_attn.mechanism());
+  const TransformerConfig& c = model.config();
+  GeneratorWeights w;
+  w.d_model = c.d_model;
+  w.heads = c.heads;
+  w.kv_heads = c.kv_heads > 0 ? c.kv_heads : c.heads;
+  w.max_len = c.max_len;
+  w.vocab = c.vocab;
+  w.pre_norm = c.pre_norm;
+  w.positional = c.positional;
+  w.activation = c.activation;
+  w.embed_scale = float(c.embed_scale > 0 ? c.embed_scale : std::sqrt(double(c.d_model)));
+  w.tokens = model.embed.tokens.weight;
+  if (const LearnedPositional* learned = model.embed.learned()) w.positions = learned->weight;
+  const int64_t head_dim = c.d_model / c.heads;
+  for (const auto& layer : model.layers) {
+    const MultiHeadAttention& mha = layer->self_attn;
+    if (const auto* lin = tag_cast<const LinearAttention>(&mha.mechanism())) {
+      w.linear = true;
+      w.relu_features = lin->feature_map().fused() == LinearFeature::Relu;
+      w.linear_eps = float(lin->eps());
+    } else {
+      w.softmax_scale = float(static_cast<const SoftmaxAttention&>(mha.mechanism()).scale(head_dim));
+    }
+    const FeedForward& ffn = layer->ffn;
+    w.layers.push_back({norm_of(layer->norm1), norm_of(layer->norm2), product_of(mha.q_proj), product_of(mha.k_proj),
+                        product_of(mha.v_proj), product_of(mha.out_proj), product_of(ffn.fc1), product_of(ffn.fc2),
+                        ffn.fc3 ? product_of(*ffn.fc3) : GeneratorWeights::Product()});
+  }
+  if (model.final_norm) {
+    w.final_norm = true;
+    w.final = norm_of(*model.final_norm);
+  }
+  if (model.head) w.head = product_of(*model.head);
+  return w;
+}
+
+Generator::Generator(const LanguageModel& model) : Generator(generator_weights(model)) {}
+
+Generator::Generator(GeneratorWeights weights)
+    : w_(std::move(weights)),
+      d_(w_.d_model),
+      heads_(w_.heads),
+      groups_(w_.kv_heads),
+      head_dim_(d_ / heads_),
+      max_len_(w_.max_len) {
   const size_t d = size_t(d_), kv = size_t(groups_ * head_dim_);
-  for (size_t i = 0; i < model.layers.size(); ++i) {
+  for (size_t i = 0; i < w_.layers.size(); ++i) {
     LayerState st;
-    if (linear_) {
+    if (w_.linear) {
       st.s.reset(new float[size_t(heads_ * head_dim_ * head_dim_)]);
       st.z.reset(new float[size_t(heads_ * head_dim_)]);
     } else {
@@ -121,29 +165,27 @@ Generator::Generator(const LanguageModel& model)
   for (auto* buf : {&x_, &n_, &q_, &o_, &a_}) buf->resize(d);
   k_.resize(kv);
   v_.resize(kv);
-  hidden_.resize(size_t(model.layers.empty() ? 0 : model.layers[0]->ffn.fc1.out_features()));
-  if (!model.layers.empty() && model.layers[0]->ffn.fc3) gate_.resize(hidden_.size());
+  hidden_.resize(size_t(w_.layers.empty() ? 0 : w_.layers[0].fc1.weight.size(0)));
+  if (!w_.layers.empty() && w_.layers[0].fc3.weight.defined()) gate_.resize(hidden_.size());
   scores_.resize(size_t(max_len_));
-  logits_.resize(size_t(model.head ? model.head->out_features() : model.config().vocab));
-  if (model.config().positional == PositionalKind::Sinusoidal) {
+  logits_.resize(size_t(w_.head.weight.defined() ? w_.head.weight.size(0) : w_.vocab));
+  if (w_.positional == PositionalKind::Sinusoidal) {
     positions_.reset(new float[d * size_t(max_len_)]);
     for (int64_t i = 0; i < d_; ++i) frequencies_.push_back(sinusoidal_frequency(i, d_));
   }
 }
 
 const float* Generator::step(int64_t id) {
-  const TransformerConfig& c = model_.config();
-  ENG_CHECK(id >= 0 && id < c.vocab, "Generator::step: token id ", id, " is outside the vocabulary of ", c.vocab);
+  ENG_CHECK(id >= 0 && id < w_.vocab, "Generator::step: token id ", id, " is outside the vocabulary of ", w_.vocab);
   ENG_CHECK(length_ < max_len_, "Generator::step: position ", length_, " is past the model's max_len of ", max_len_);
-  // The embedding: token row · embed_scale (0: sqrt(d_model), Vaswani §3.4), plus the position's row
-  // (TokenEmbedding::forward).
-  const Tensor& table = model_.embed.tokens.weight;
+  // The embedding: token row · embed_scale (sqrt(d_model) unless the config sets it, Vaswani §3.4), plus the
+  // position's row (TokenEmbedding::forward).
+  const Tensor& table = w_.tokens;
   if (table.dtype() == DType::U8)
     quant_dequantize_row(table, format_of(table), id, x_.data());
   else
     std::copy_n(table.data<float>() + id * d_, d_, x_.data());
-  const float scale = float(c.embed_scale > 0 ? c.embed_scale : std::sqrt(double(d_)));
-  for (int64_t i = 0; i < d_; ++i) x_[size_t(i)] *= scale;
+  for (int64_t i = 0; i < d_; ++i) x_[size_t(i)] *= w_.embed_scale;
   if (positions_) {  // sinusoidal_table's row length_, in f32
     float* row = positions_.get() + length_ * d_;
     for (; positions_ready_ <= length_; ++positions_ready_) {
@@ -152,12 +194,11 @@ const float* Generator::step(int64_t id) {
     }
     add_into(x_.data(), row, d_);
   }
-  if (const LearnedPositional* learned = model_.embed.learned())
-    add_into(x_.data(), learned->weight.data<float>() + length_ * d_, d_);
+  if (w_.positions.defined()) add_into(x_.data(), w_.positions.data<float>() + length_ * d_, d_);
 
-  for (size_t l = 0; l < model_.layers.size(); ++l) {
-    const EncoderLayer& layer = *model_.layers[l];
-    if (c.pre_norm) {  // x += attention(norm1(x)); x += ffn(norm2(x))
+  for (size_t l = 0; l < w_.layers.size(); ++l) {
+    const GeneratorWeights::Layer& layer = w_.layers[l];
+    if (w_.pre_norm) {  // x += attention(norm1(x)); x += ffn(norm2(x))
       norm_row(layer.norm1, x_.data(), n_.data(), d_);
       attention(l, n_.data(), a_.data());
       add_into(x_.data(), a_.data(), d_);
@@ -175,31 +216,30 @@ const float* Generator::step(int64_t id) {
   }
   length_++;
   const float* last = x_.data();
-  if (model_.final_norm) {
-    norm_row(*model_.final_norm, x_.data(), n_.data(), d_);
+  if (w_.final_norm) {
+    norm_row(w_.final, x_.data(), n_.data(), d_);
     last = n_.data();
   }
-  if (model_.head)
-    linear_row(*model_.head, last, logits_.data());
-  else  // tied: logits = x · tokenᵀ (LanguageModel::logits)
-    row_product(model_.embed.tokens.weight, Tensor(), last, logits_.data());
+  if (w_.head.weight.defined())
+    linear_row(w_.head, last, logits_.data());
+  else  // tied: logits = x · tokensᵀ (LanguageModel::logits)
+    row_product(w_.tokens, Tensor(), last, logits_.data());
   return logits_.data();
 }
 
 // out = W_o · heads(q, k, v) + b_o for the position length_ (MultiHeadAttention::step).
 void Generator::attention(size_t layer, const float* x, float* out) {
-  const MultiHeadAttention& mha = model_.layers[layer]->self_attn;
-  linear_row(mha.q_proj, x, q_.data());
-  linear_row(mha.k_proj, x, k_.data());
-  linear_row(mha.v_proj, x, v_.data());
+  const GeneratorWeights::Layer& w = w_.layers[layer];
+  linear_row(w.q, x, q_.data());
+  linear_row(w.k, x, k_.data());
+  linear_row(w.v, x, v_.data());
   LayerState& st = states_[layer];
-  if (const auto* lin = tag_cast<const LinearAttention>(&mha.mechanism()))
-    linear_heads(st, lin->feature_map().fused() == LinearFeature::Relu, float(lin->eps()));
+  if (w_.linear)
+    linear_heads(st, w_.relu_features, w_.linear_eps);
   else
-    softmax_heads(st, float(static_cast<const SoftmaxAttention&>(mha.mechanism()).scale(head_dim_)));
-  linear_row(mha.out_proj, o_.data(), out);
+    softmax_heads(st, w_.softmax_scale);
+  linear_row(w.out, o_.data(), out);
 }
-
 // Head h reads K/V group h / (H/G) (repeat_heads). Keys and values of a group lie [max_len, Dh], so each head's
 // scores are dot products over contiguous rows: o_h = softmax(scale · K q_h) V over positions 0..t.
 void Generator::softmax_heads(LayerState& st, float scale) {
@@ -262,12 +302,13 @@ void Generator::linear_heads(LayerState& st, bool relu, float eps) {
 }
 
 void Generator::feed_forward(size_t layer, const float* x, float* out) {
-  const FeedForward& ffn = model_.layers[layer]->ffn;
+  const GeneratorWeights::Layer& w = w_.layers[layer];
+  const bool gated = w.fc3.weight.defined();
   float* h = hidden_.data();
-  const int64_t n = ffn.fc1.out_features();
-  linear_row(ffn.fc1, x, h);
-  if (ffn.fc3) linear_row(*ffn.fc3, x, gate_.data());  // gated: act(fc1 x) * fc3 x
-  switch (model_.config().activation) {
+  const int64_t n = int64_t(hidden_.size());
+  linear_row(w.fc1, x, h);
+  if (gated) linear_row(w.fc3, x, gate_.data());  // gated: act(fc1 x) * fc3 x
+  switch (w_.activation) {
     case Activation::Relu:
       for (int64_t i = 0; i < n; ++i) h[i] = std::max(h[i], 0.0f);
       break;
@@ -276,9 +317,9 @@ void Generator::feed_forward(size_t layer, const float* x, float* out) {
     case Activation::SwiGLU: vec_kernels().silu(h, h, n); break;
     case Activation::GeGLU: vec_kernels().gelu_erf(h, h, n); break;
   }
-  if (ffn.fc3)
+  if (gated)
     for (int64_t i = 0; i < n; ++i) h[i] *= gate_[size_t(i)];
-  linear_row(ffn.fc2, h, out);
+  linear_row(w.fc2, h, out);
 }
 
 }  // namespace eng

@@ -11,19 +11,60 @@
 // KV cache per K/V group: grouped-query and multi-query too) or `causal-linear` / `linear` with a fused feature map
 // (elu+1 or relu: the RNN form of Eq. 16–20 of Katharopoulos et al. 2020), f32 or quantized (q8_0 / q4_0,
 // models/quantized.h) weights on the CPU, dropout off. unsupported() says why another model is not.
-// Weights are read through the model's parameter handles at every step, so the model must outlive the generator.
+// The weights come as GeneratorWeights: from a LanguageModel (generator_weights(model)), or straight from a
+// checkpoint without building one (models/generator_checkpoint.h), which is how the lean embed links no model code.
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "models/feed_forward.h"
+#include "models/positional.h"
 #include "models/transformer.h"
 
 namespace eng {
 
+// What the Generator reads: a decoder-only model's weights as tensors (f32, or q8_0 / q4_0 blocks [N, K/32, B] for
+// the products and the token table), with the numbers its step needs. The tensors share their storage with the
+// model or the file they came from, which they keep alive.
+struct GeneratorWeights {
+  struct Product {  // y = W x + b, W [N, K]; b undefined without biases
+    Tensor weight, bias;
+  };
+  struct NormWeights {  // LayerNorm (weight, bias; undefined when not affine) or RMSNorm (weight)
+    bool rms = false;
+    Tensor weight, bias;
+    float eps = 0;
+  };
+  struct Layer {
+    NormWeights norm1, norm2;
+    Product q, k, v, out;  // k and v: kv_heads · head_dim rows
+    Product fc1, fc2, fc3;  // fc3: the gate of a gated activation, else undefined
+  };
+  int64_t d_model = 0, heads = 0, kv_heads = 0, max_len = 0, vocab = 0;
+  bool pre_norm = true;
+  PositionalKind positional = PositionalKind::None;  // none, sinusoidal or learned
+  Activation activation = Activation::Gelu;
+  float embed_scale = 0;  // the token rows are multiplied by it (already resolved: never 0)
+  bool linear = false;     // linear attention's RNN form; else softmax with a KV cache
+  float softmax_scale = 0;  // softmax: the logits' scale
+  bool relu_features = false;  // linear: φ = relu, else elu + 1
+  float linear_eps = 0;        // linear: the denominator's eps
+  Tensor tokens;     // [vocab, d_model], f32 or quantized
+  Tensor positions;  // learned: [max_len, d_model]
+  std::vector<Layer> layers;
+  bool final_norm = false;  // pre-norm models end with one
+  NormWeights final;
+  Product head;  // undefined weight: tied to the token table (logits = x · tokensᵀ)
+};
+
+// The weights of a model Generator::unsupported accepts (throws otherwise).
+GeneratorWeights generator_weights(const LanguageModel& model);
+
 class Generator {
  public:
   explicit Generator(const LanguageModel& model);  // throws unsupported(model) when that is not ""
+  explicit Generator(GeneratorWeights weights);
   // "" when a Generator can run `model`, else what stands in the way.
   static std::string unsupported(const LanguageModel& model);
 
@@ -45,9 +86,8 @@ class Generator {
   void linear_heads(LayerState& st, bool relu, float eps);
   void feed_forward(size_t layer, const float* x, float* out);
 
-  const LanguageModel& model_;
+  GeneratorWeights w_;
   int64_t d_, heads_, groups_, head_dim_, max_len_;
-  bool linear_ = false;
   std::vector<LayerState> states_;
   std::vector<float> x_, n_, q_, k_, v_, o_, a_, hidden_, gate_, scores_, logits_;
   // The sinusoidal table [max_len, d_model], when the model adds one: left uninitialised, each row computed when

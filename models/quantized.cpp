@@ -11,13 +11,12 @@ namespace {
 
 const char* const kPrefix = "quant.";
 
-// [N, K] of a parameter, f32 or already quantized.
-Shape logical_shape(const Tensor& p) {
+}  // namespace
+
+Shape quant_logical_shape(const Tensor& p) {
   if (p.dtype() != DType::U8) return p.shape();
   return {p.size(0), p.size(1) * kQuantBlock};
 }
-
-}  // namespace
 
 void adopt_quantized(const Tensor& p, const Tensor& t) {
   TensorImpl* impl = p.impl();
@@ -61,7 +60,7 @@ bool has_quantized_weights(const std::map<std::string, std::string>& metadata) {
   return it != metadata.end() && it->first.rfind(kPrefix, 0) == 0;
 }
 
-bool check_quantized_parameter(const std::string& path, const std::string& name, const Tensor& p, const Tensor& t,
+bool check_quantized_parameter(const std::string& path, const std::string& name, const Shape& want, const Tensor& t,
                                bool quantizable, const std::map<std::string, std::string>& metadata) {
   const std::string where = "checkpoint " + path + ": parameter '" + name + "'";
   const auto it = metadata.find(kPrefix + ("model." + name));
@@ -74,7 +73,6 @@ bool check_quantized_parameter(const std::string& path, const std::string& name,
   ENG_CHECK(parse_quant_format(it->second, f), where, ": unknown quantized format '", terminal_text(it->second),
             "' (known: q8_0, q4_0)");
   ENG_CHECK(quantizable, where, " cannot be held quantized by its layer (the file records ", it->second, ")");
-  const Shape want = logical_shape(p);
   ENG_CHECK(want.size() == 2 && want[1] % kQuantBlock == 0, where, " of shape ", want, " cannot be quantized");
   const Shape blocks{want[0], want[1] / kQuantBlock, quant_block_bytes(f)};
   ENG_CHECK(t.dtype() == DType::U8 && t.shape() == blocks, where, ": ", it->second, " blocks of a ", want,

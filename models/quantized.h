@@ -32,12 +32,14 @@ std::map<std::string, std::string> quant_metadata(const Module& model);
 // Whether a checkpoint's metadata records quantized tensors.
 bool has_quantized_weights(const std::map<std::string, std::string>& metadata);
 
-// For load_checkpoint, once per parameter `name` of the model (p) and its tensor in the file (t): true when the file
-// holds it quantized, after checking that t is valid blocks of p's shape in the recorded format and that the
+// For load_checkpoint, once per parameter `name` of the model (of f32 shape `shape`) and its tensor in the file (t):
+// true when the file holds it quantized, after checking that t is valid blocks of that shape in the recorded format and that the
 // layer may hold it quantized (`quantizable`); false for an f32 entry. Throws naming `path` and the parameter
 // otherwise, and for a u8 tensor without its "quant." key.
-bool check_quantized_parameter(const std::string& path, const std::string& name, const Tensor& p, const Tensor& t,
+bool check_quantized_parameter(const std::string& path, const std::string& name, const Shape& shape, const Tensor& t,
                                bool quantizable, const std::map<std::string, std::string>& metadata);
+// [N, K] of a parameter, f32 or already quantized (its blocks [N, K/32, B]).
+Shape quant_logical_shape(const Tensor& p);
 // Every "quant." metadata key must name a tensor of the file: throws naming `path` and the key otherwise.
 void check_quant_keys(const std::string& path, const std::map<std::string, std::string>& metadata,
                       const std::vector<std::string>& tensor_names);

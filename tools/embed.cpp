@@ -5,8 +5,9 @@
 //   g++ -std=c++17 -O2 -I. tools/embed.cpp tools/registration/all_variants.cpp build/libengine.a -pthread
 // Usage: embed CHECKPOINT PROMPT [TOKENS] [--stats] [--read] [--tensor-step]
 //   (PROMPT: comma-separated token ids; greedy decoding). --stats prints what docs/checkpoint.md reports.
-// `make embed` compiles it with ENG_EMBED_GENERATOR_ONLY: no --tensor-step, and a model the Generator cannot run is
-// refused, so that LanguageModel::step (the Tensor path's ops and autograd) is not linked.
+// `make embed` compiles it with ENG_EMBED_GENERATOR_ONLY: no model is built (the Generator reads the checkpoint's
+// tensors, models/generator_checkpoint.h), there is no --tensor-step, and a model the Generator cannot run is
+// refused, so that no layer, attention class or Tensor op is linked.
 #include <sys/resource.h>
 
 #include <chrono>
@@ -30,6 +31,7 @@
 #include "engine/skip_init.h"
 #include "models/checkpoint.h"
 #include "models/generator.h"
+#include "models/generator_checkpoint.h"
 #include "models/transformer.h"
 #include "ops/reduce.h"
 #include "tools/heap_count.h"
@@ -37,12 +39,23 @@
 
 using namespace eng;
 
+#ifdef ENG_EMBED_GENERATOR_ONLY
+// The attention variants this build accepts (`make embed VARIANTS=...`): generated with it
+// (build/embed-lean/variants.cpp). The Generator runs their step forms itself, so no variant's class is linked.
+const std::vector<std::string>& embed_variants();
+
+#endif
+
 namespace {
 
 #ifdef ENG_EMBED_GENERATOR_ONLY
-constexpr bool kTensorStep = false;
-#else
-constexpr bool kTensorStep = true;
+void check_variant(const std::string& attention) {
+  const std::vector<std::string>& names = embed_variants();
+  if (std::find(names.begin(), names.end(), attention) != names.end()) return;
+  std::string known;
+  for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
+  fail("attention: unknown variant '", terminal_text(attention), "' (known: ", known, ")");
+}
 #endif
 
 std::vector<int64_t> parse_ids(const std::string& text, int64_t vocab) {
@@ -65,11 +78,15 @@ TransformerConfig model_config(const std::string& path, const std::map<std::stri
   ENG_CHECK(encoder == config.end() || encoder->second == "0", "embed: ", path,
             " does not hold a decoder-only language model (encoder_layers ", encoder->second, ")");
   TransformerConfig c;
+#if defined(__cpp_exceptions)
   try {
     c = TransformerConfig::from_map(config);
   } catch (const Error& e) {
     fail("embed: ", path, ": ", e.what());
   }
+#else
+  c = TransformerConfig::from_map(config);  // the handler gets the config's message alone
+#endif
   // Greedy decoding picks the largest logit; a mixture head (pixels --mixtures) outputs distribution parameters.
   ENG_CHECK(c.outputs == 0, "embed: ", path, " outputs ", c.outputs, " mixture parameters per position, not ",
             "token logits: greedy decoding does not apply");
@@ -97,9 +114,10 @@ int run(int argc, char** argv) {
   const bool& stats = cli.add_bool("stats", false, "print to stderr the time to the first generated token, the peak "
                                    "RSS, the time and the allocations per token after the first");
   const bool& read = cli.add_bool("read", false, "read the checkpoint into copies instead of mapping it");
-  static const bool no_tensor_step = false;
-  const bool& tensor_step = !kTensorStep ? no_tensor_step : cli.add_bool("tensor-step", false, "generate with "
-      "LanguageModel::step (the Tensor path, which allocates per op) even where the allocation-free Generator runs");
+#ifndef ENG_EMBED_GENERATOR_ONLY
+  const bool& tensor_step = cli.add_bool("tensor-step", false, "generate with LanguageModel::step (the Tensor path, "
+                                         "which allocates per op) even where the allocation-free Generator runs");
+#endif
   if (!cli.parse(argc, argv)) return 0;
   const std::vector<std::string>& args = cli.positional();
   ENG_CHECK(args.size() >= 2, "embed: expected CHECKPOINT and PROMPT (", cli.usage(), ")");
@@ -110,6 +128,30 @@ int run(int argc, char** argv) {
   const SafetensorsFile file = read ? load_safetensors(path) : map_safetensors(path);
   const double opened_cpu = cpu_ms();
   const TransformerConfig config = model_config(path, file.metadata);
+  const int64_t vocab = config.vocab, max_len = config.max_len;
+  const std::vector<int64_t> prompt = parse_ids(args[1], vocab);
+  const int64_t length = int64_t(prompt.size());
+  // The last prompt token gives the first new one, so prompt + TOKENS - 1 positions are fed to the model.
+  ENG_CHECK(length <= max_len, "embed: PROMPT has ", length, " tokens, more than the model's max_len of ", max_len);
+  ENG_CHECK(tokens <= max_len - length + 1, "embed: TOKENS ", tokens, " after a prompt of ", length,
+            " would run past the model's max_len of ", max_len, ": at most ", max_len - length + 1,
+            " can be generated");
+#ifdef ENG_EMBED_GENERATOR_ONLY
+  // No model is built: the Generator reads the checkpoint's tensors (models/generator_checkpoint.h), the weights
+  // being the mapping's pages, so no layer, attention class or Tensor op is linked.
+  check_variant(config.attention);
+  const std::string unsupported = generator_unsupported(config);
+  ENG_CHECK(unsupported.empty(), "embed: ", path, ": the model has ", unsupported,
+            "; only LanguageModel::step runs it, which this lean build leaves out");
+  const double built_cpu = cpu_ms();
+  auto gen = std::make_unique<Generator>(generator_weights(file, path, config));
+  const double loaded_cpu = cpu_ms();
+  const bool generator = true;
+  auto next = [&](int64_t id) {
+    const float* logits = gen->step(id);
+    return int64_t(std::max_element(logits, logits + gen->outputs()) - logits);
+  };
+#else
   std::unique_ptr<LanguageModel> built;
   {
     // Every weight comes from the checkpoint, so a model the Generator runs is built without drawing initial ones
@@ -120,14 +162,6 @@ int run(int argc, char** argv) {
   if (!Generator::unsupported(*built).empty()) built = std::make_unique<LanguageModel>(config);
   LanguageModel& model = *built;
   const double built_cpu = cpu_ms();
-  const int64_t vocab = model.config().vocab, max_len = model.config().max_len;
-  const std::vector<int64_t> prompt = parse_ids(args[1], vocab);
-  const int64_t length = int64_t(prompt.size());
-  // The last prompt token gives the first new one, so prompt + TOKENS - 1 positions are fed to the model.
-  ENG_CHECK(length <= max_len, "embed: PROMPT has ", length, " tokens, more than the model's max_len of ", max_len);
-  ENG_CHECK(tokens <= max_len - length + 1, "embed: TOKENS ", tokens, " after a prompt of ", length,
-            " would run past the model's max_len of ", max_len, ": at most ", max_len - length + 1,
-            " can be generated");
   if (read)
     load_checkpoint(file, path, model, nullptr);
   else
@@ -138,19 +172,17 @@ int run(int argc, char** argv) {
   model.eval();
 
   NoGradGuard no_grad;
-  const std::string unsupported = Generator::unsupported(model);
-  ENG_CHECK(kTensorStep || unsupported.empty(), "embed: ", path, ": the model has ", unsupported,
-            "; only LanguageModel::step runs it, which this lean build leaves out");
-  const bool generator = !tensor_step && unsupported.empty();
+  const bool generator = !tensor_step && Generator::unsupported(model).empty();
   std::unique_ptr<Generator> gen = generator ? std::make_unique<Generator>(model) : nullptr;
-  LanguageModel::State state = !kTensorStep || generator ? LanguageModel::State() : model.new_state();
+  LanguageModel::State state = generator ? LanguageModel::State() : model.new_state();
   auto next = [&](int64_t id) -> int64_t {
-    if (!kTensorStep || gen) {
+    if (gen) {
       const float* logits = gen->step(id);
       return int64_t(std::max_element(logits, logits + gen->outputs()) - logits);
     }
     return int64_t(argmax(model.step(from_vector(std::vector<double>{double(id)}, {1}, DType::I64), state), -1).item());
   };
+#endif
   std::vector<int64_t> out;
   out.reserve(size_t(tokens));
   for (int64_t t = 0; t < length; ++t) {

@@ -33,10 +33,18 @@ class Scope {
 inline void* allocate(std::size_t n, std::size_t align, bool nothrow) {
   if (counting.load(std::memory_order_relaxed)) count.fetch_add(1, std::memory_order_relaxed);
   if (n == 0) n = 1;
-  void* p = align <= alignof(std::max_align_t) ? std::malloc(n)
-                                                : std::aligned_alloc(align, (n + align - 1) / align * align);
-  if (!p && !nothrow) throw std::bad_alloc();
-  return p;
+  for (;;) {  // as the standard operator new: the new-handler, then bad_alloc (abort without exceptions)
+    void* p = align <= alignof(std::max_align_t) ? std::malloc(n)
+                                                  : std::aligned_alloc(align, (n + align - 1) / align * align);
+    if (p || nothrow) return p;
+    const std::new_handler handler = std::get_new_handler();
+#if defined(__cpp_exceptions)
+    if (!handler) throw std::bad_alloc();
+#else
+    if (!handler) std::abort();
+#endif
+    handler();
+  }
 }
 
 }  // namespace eng::heap_count

@@ -114,7 +114,7 @@ int quantized(const uint8_t* data, size_t size) {
     for (const auto& [name, p] : layer.named_parameters()) {
       names.push_back("model." + name);
       for (const auto& [key, t] : f.tensors) {
-        if (key != "model." + name || !check_quantized_parameter(path, name, p, t, name == "weight", f.metadata))
+        if (key != "model." + name || !check_quantized_parameter(path, name, p.shape(), t, name == "weight", f.metadata))
           continue;
         const QuantFormat format = quant_format_of(t, "fuzz");  // what Linear and Embedding then do with it
         (void)quant_linear(ones({3, 64}), t, format, layer.bias);
