@@ -163,11 +163,12 @@ $(BUILD)/bench: $(BUILD)/obj/tools/bench.o $(BENCH_OBJ) $(BENCH_TRAIN_OBJ) $(REG
 $(BUILD)/train: $(BUILD)/obj/tools/train.o $(TRAIN_OBJ) $(REGISTER_ALL_OBJ) $(BUILD)/libengine.a
 	$(CXX) $(filter %.o,$^) $(BUILD)/libengine.a $(LDFLAGS) -o $@
 
-# The embedding example linked lean (docs/embedding.md): `make embed VARIANTS="softmax causal-linear"` registers and
-# links only the attention variants named (a generated register_program_variants in place of REGISTER_ALL_OBJ),
-# drops the functions nothing reaches (--gc-sections) and the symbols (-s), statically linked (not in the
-# sanitizer and CUDA builds, whose runtimes are shared libraries). embed.map lists the archive members the link
-# took (tests/tools/embed_lean_c_api.sh checks that no other variant's file is among them).
+# The embedding example linked lean (docs/embedding.md): `make embed VARIANTS="softmax causal-linear"` builds no
+# model (the Generator reads the checkpoint: models/generator_checkpoint.h) and accepts the attention variants named
+# (a generated list in place of REGISTER_ALL_OBJ), drops the functions nothing reaches (--gc-sections) and the
+# symbols (-s), statically linked (not in the sanitizer and CUDA builds, whose runtimes are shared libraries).
+# embed.map lists the archive members the link took (tests/tools/embed_lean_c_api.sh checks that no variant's file
+# is among them).
 VARIANTS ?= softmax causal-linear
 EMBED_DIR := $(BUILD)/embed-lean
 EMBED_STATIC := $(if $(filter 1,$(SANITIZE) $(CUDA)),,-static)
@@ -181,6 +182,10 @@ ISA_LEVEL_scalar := Scalar
 ISA_LEVEL_neon := Neon
 ISA_LEVEL_avx2 := Avx2
 ISA_LEVEL_avx512 := Avx512
+ISA_TABLES_scalar := scalar
+ISA_TABLES_neon := scalar neon
+ISA_TABLES_avx2 := scalar avx2
+ISA_TABLES_avx512 := scalar avx2 avx512
 ifneq ($(ISA),)
   ifeq ($(ISA_LEVEL_$(ISA)),)
     $(error ISA=$(ISA): expected scalar, neon, avx2 or avx512)
@@ -194,6 +199,32 @@ $(EMBED_ISA_DIR)/%.o: %.cpp
 $(EMBED_ISA_DIR)/ops/quant.o: CXXFLAGS += -ffp-contract=off
 -include $(EMBED_ISA_OBJ:.o=.d)
 endif
+# The code that runs once, before the first token (reading the checkpoint, its JSON header and configuration, the
+# command line, the checks and their messages), compiled again at -Os into $(EMBED_DIR)/cold/ and linked before the
+# archive like the ISA objects: 86 KB less, no change per token (the kernels, GEMM, the Generator and the thread
+# pool keep -O3).
+EMBED_COLD_DIR := $(EMBED_DIR)/cold
+EMBED_COLD_OBJ := $(patsubst %,$(EMBED_COLD_DIR)/%.o,engine/json engine/cli engine/safetensors engine/parse_number \
+	engine/safe_text engine/error engine/file_io engine/mapped_file engine/tensor models/checkpoint \
+	models/generator_checkpoint models/quantized models/transformer models/attention/options)
+EMBED_OBJ += $(EMBED_COLD_OBJ)
+$(EMBED_COLD_DIR)/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(filter-out -O%,$(CXXFLAGS)) -Os -c $< -o $@
+-include $(EMBED_COLD_OBJ:.o=.d)
+# The vector kernel tables without their training entries (ENG_VEC_INFERENCE_ONLY, engine/vec_kernels.h): the
+# backward passes, losses and Adam of each table the dispatch may pick are not linked. Their functions are then
+# unused, hence -Wno-unused-function.
+EMBED_TABLE_DIR := $(EMBED_DIR)/tables
+EMBED_TABLES := $(or $(ISA_TABLES_$(ISA)),scalar avx2 avx512 neon)
+EMBED_TABLE_OBJ := $(patsubst %,$(EMBED_TABLE_DIR)/engine/vec_kernels_%.o,$(EMBED_TABLES))
+EMBED_OBJ += $(EMBED_TABLE_OBJ)
+$(EMBED_TABLE_DIR)/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -DENG_VEC_INFERENCE_ONLY -Wno-unused-function -c $< -o $@
+$(EMBED_TABLE_DIR)/engine/vec_kernels_avx2.o: CXXFLAGS += $(VEC_AVX2_FLAGS)
+$(EMBED_TABLE_DIR)/engine/vec_kernels_avx512.o: CXXFLAGS += $(VEC_AVX512_FLAGS)
+-include $(EMBED_TABLE_OBJ:.o=.d)
 .PHONY: embed force
 embed: $(EMBED_DIR)/embed
 	@ls -l $<
@@ -217,7 +248,7 @@ $(EMBED_DIR)/variants.o: $(EMBED_DIR)/variants.cpp
 # Without --tensor-step (tools/embed.cpp): LanguageModel::step was 164 KB of the static program.
 $(EMBED_DIR)/embed.o: tools/embed.cpp
 	@mkdir -p $(dir $@)
-	$(CXX) $(CXXFLAGS) -DENG_EMBED_GENERATOR_ONLY -c $< -o $@
+	$(CXX) $(filter-out -O%,$(CXXFLAGS)) -Os -DENG_EMBED_GENERATOR_ONLY -c $< -o $@
 # The link drops the -fno-lto of LDFLAGS: with it, GCC links the machine code and the -flto below does nothing.
 $(EMBED_DIR)/embed: $(EMBED_DIR)/embed.o $(EMBED_DIR)/variants.o $(EMBED_OBJ) $(BUILD)/libengine.a
 	$(CXX) $(filter %.o,$^) $(BUILD)/libengine.a $(filter-out -fno-lto,$(LDFLAGS)) $(EMBED_STATIC) -Wl,--gc-sections -s \

@@ -1,6 +1,7 @@
 // Picks the kernel table of engine/vec_kernels.h for the CPU (capped by ENG_CPU).
 #include "engine/vec_kernels.h"
 
+#include "engine/error.h"
 #include "engine/simd_cap.h"
 
 namespace eng {
@@ -30,6 +31,11 @@ const VecKernels& vec_kernels_for(SimdLevel level) {
 const VecKernels& vec_kernels() {
   static const VecKernels& k = vec_kernels_for(simd_level());
   return k;
+}
+
+void vec_training_kernel_left_out() {
+  fail("vec kernels: a training kernel (a backward pass, a loss or Adam) was called in a build whose tables leave "
+       "them out (ENG_VEC_INFERENCE_ONLY: the lean embed)");
 }
 
 }  // namespace eng

@@ -82,6 +82,20 @@ struct VecKernels {
   void (*adam)(float* p, const float* g, float* m, float* v, int64_t n, const AdamStep& s);
 };
 
+// ENG_VEC_INFERENCE_ONLY (the lean embed's build, Makefile): the training entries of each table (the backward
+// passes, the losses, Adam) are left out, so that a program that only generates does not link their code; each is
+// then vec_left_out, which fails saying so. Elsewhere ENG_VEC_TRAINING(fn) is fn.
+[[noreturn]] void vec_training_kernel_left_out();
+template <class R, class... A>
+R vec_left_out(A...) {
+  vec_training_kernel_left_out();
+}
+#ifdef ENG_VEC_INFERENCE_ONLY
+#define ENG_VEC_TRAINING(fn) vec_left_out
+#else
+#define ENG_VEC_TRAINING(fn) fn
+#endif
+
 // The table for the level simd_level() chose.
 const VecKernels& vec_kernels();
 // The table for one level, falling back to the next lower level this build or CPU lacks; not capped by

@@ -231,10 +231,10 @@ constexpr VecKernels make_scalar_table() {
   k.gelu_erf = gelu_erf_ref;
   k.elu = elu_ref;
   k.elu_plus_one = elu_plus_one_ref;
-  k.gelu_tanh_backward = gelu_tanh_backward_ref;
-  k.gelu_erf_backward = gelu_erf_backward_ref;
-  k.elu_backward = elu_backward_ref;
-  k.silu_backward = silu_backward_ref;
+  k.gelu_tanh_backward = ENG_VEC_TRAINING(gelu_tanh_backward_ref);
+  k.gelu_erf_backward = ENG_VEC_TRAINING(gelu_erf_backward_ref);
+  k.elu_backward = ENG_VEC_TRAINING(elu_backward_ref);
+  k.silu_backward = ENG_VEC_TRAINING(silu_backward_ref);
   k.add = add_ref;
   k.sub = sub_ref;
   k.mul = mul_ref;
@@ -245,14 +245,14 @@ constexpr VecKernels make_scalar_table() {
   k.exp_sub_sum = exp_sub_sum_ref;
   k.softmax_row = softmax_row_ref<false>;
   k.log_softmax_row = softmax_row_ref<true>;
-  k.softmax_backward_row = softmax_backward_row_ref;
-  k.log_softmax_backward_row = log_softmax_backward_row_ref;
+  k.softmax_backward_row = ENG_VEC_TRAINING(softmax_backward_row_ref);
+  k.log_softmax_backward_row = ENG_VEC_TRAINING(log_softmax_backward_row_ref);
   k.norm_row = norm_row_ref;
-  k.norm_backward_row = norm_backward_row_ref;
-  k.cross_entropy_row = cross_entropy_row_ref;
-  k.cross_entropy_backward_row = cross_entropy_backward_row_ref;
-  k.cross_entropy_grad_row = cross_entropy_grad_row_ref;
-  k.adam = adam_ref;
+  k.norm_backward_row = ENG_VEC_TRAINING(norm_backward_row_ref);
+  k.cross_entropy_row = ENG_VEC_TRAINING(cross_entropy_row_ref);
+  k.cross_entropy_backward_row = ENG_VEC_TRAINING(cross_entropy_backward_row_ref);
+  k.cross_entropy_grad_row = ENG_VEC_TRAINING(cross_entropy_grad_row_ref);
+  k.adam = ENG_VEC_TRAINING(adam_ref);
   return k;
 }
 

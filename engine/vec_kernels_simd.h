@@ -608,10 +608,10 @@ constexpr VecKernels make_simd_table() {
   k.gelu_erf = gelu_erf_k;
   k.elu = elu_k;
   k.elu_plus_one = elu_plus_one_k;
-  k.gelu_tanh_backward = gelu_tanh_backward_k;
-  k.gelu_erf_backward = gelu_erf_backward_k;
-  k.elu_backward = elu_backward_k;
-  k.silu_backward = silu_backward_k;
+  k.gelu_tanh_backward = ENG_VEC_TRAINING(gelu_tanh_backward_k);
+  k.gelu_erf_backward = ENG_VEC_TRAINING(gelu_erf_backward_k);
+  k.elu_backward = ENG_VEC_TRAINING(elu_backward_k);
+  k.silu_backward = ENG_VEC_TRAINING(silu_backward_k);
   k.add = add_k;
   k.sub = sub_k;
   k.mul = mul_k;
@@ -622,14 +622,14 @@ constexpr VecKernels make_simd_table() {
   k.exp_sub_sum = exp_sub_sum_k;
   k.softmax_row = softmax_row_k;
   k.log_softmax_row = log_softmax_row_k;
-  k.softmax_backward_row = softmax_backward_row_k;
-  k.log_softmax_backward_row = log_softmax_backward_row_k;
+  k.softmax_backward_row = ENG_VEC_TRAINING(softmax_backward_row_k);
+  k.log_softmax_backward_row = ENG_VEC_TRAINING(log_softmax_backward_row_k);
   k.norm_row = norm_row_k;
-  k.norm_backward_row = norm_backward_row_k;
-  k.cross_entropy_row = cross_entropy_row_k;
-  k.cross_entropy_backward_row = cross_entropy_backward_row_k;
-  k.cross_entropy_grad_row = cross_entropy_grad_row_k;
-  k.adam = adam_k;
+  k.norm_backward_row = ENG_VEC_TRAINING(norm_backward_row_k);
+  k.cross_entropy_row = ENG_VEC_TRAINING(cross_entropy_row_k);
+  k.cross_entropy_backward_row = ENG_VEC_TRAINING(cross_entropy_backward_row_k);
+  k.cross_entropy_grad_row = ENG_VEC_TRAINING(cross_entropy_grad_row_k);
+  k.adam = ENG_VEC_TRAINING(adam_k);
   return k;
 }
 
