@@ -280,8 +280,9 @@ check-no-exceptions: $(BUILD)/c_api_test
 	@members=$$(grep -o '^$(BUILD)/libengine.a([^)]*)' $<.map | sed 's/.*(\(.*\)\.o)/\1/' | sort -u); \
 	  checks=$$(for f in $(filter %.cpp,$(LIB_SRC)); do \
 	    case " "$$(echo $$members)" " in *" $$(basename $$f .cpp) "*) echo $(NOEXC)/$${f%.cpp}.check ;; esac; done); \
-	  echo "check-no-exceptions: $$(echo $$checks | wc -w) sources"; \
-	  $(MAKE) --no-print-directory $$checks
+	  echo "check-no-exceptions: $$(echo $$checks | wc -w) sources and the lean embed's program"; \
+	  $(MAKE) --no-print-directory $$checks $(NOEXC)/tools/embed.check
+$(NOEXC)/tools/embed.check: CXXFLAGS += -DENG_EMBED_GENERATOR_ONLY
 $(NOEXC)/%.check: %.cpp force
 	$(CXX) $(filter-out -MMD -MP,$(CXXFLAGS)) -fno-exceptions -fno-rtti -fsyntax-only $<
 
