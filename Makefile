@@ -202,7 +202,8 @@ endif
 # The code that runs once, before the first token (reading the checkpoint, its JSON header and configuration, the
 # command line, the checks and their messages), compiled again at -Os into $(EMBED_DIR)/cold/ and linked before the
 # archive like the ISA objects: 86 KB less, no change per token (the kernels, GEMM, the Generator and the thread
-# pool keep -O3).
+# pool keep -O3). This and the tables below in static builds only: the sanitizer and CUDA builds' embed checks ids.
+ifneq ($(EMBED_STATIC),)
 EMBED_COLD_DIR := $(EMBED_DIR)/cold
 EMBED_COLD_OBJ := $(patsubst %,$(EMBED_COLD_DIR)/%.o,engine/json engine/cli engine/safetensors engine/parse_number \
 	engine/safe_text engine/error engine/file_io engine/mapped_file engine/tensor models/checkpoint \
@@ -225,6 +226,7 @@ $(EMBED_TABLE_DIR)/%.o: %.cpp
 $(EMBED_TABLE_DIR)/engine/vec_kernels_avx2.o: CXXFLAGS += $(VEC_AVX2_FLAGS)
 $(EMBED_TABLE_DIR)/engine/vec_kernels_avx512.o: CXXFLAGS += $(VEC_AVX512_FLAGS)
 -include $(EMBED_TABLE_OBJ:.o=.d)
+endif
 .PHONY: embed force
 embed: $(EMBED_DIR)/embed
 	@ls -l $<
