@@ -76,36 +76,33 @@ std::string check_parameters(const LanguageModel& model) {
   return "";
 }
 
-std::string check_attention(const Attention& a) {
-  if (tag_cast<const SoftmaxAttention>(&a)) return "";
-  if (const auto* lin = tag_cast<const LinearAttention>(&a)) {
-    const LinearFeature f = lin->feature_map().fused();
-    if (f == LinearFeature::EluPlusOne || f == LinearFeature::Relu) return "";
-    return "attention '" + a.name() + "' with feature map '" + lin->feature_map().name() +
-           "' (only the fused maps elu and relu)";
-  }
-  return "attention '" + a.name() + "' (softmax, causal-linear and linear only)";
+bool softmax_family(const std::string& attention) {
+  return attention == "softmax" || attention == "stateful-softmax";
 }
+bool linear_family(const std::string& attention) { return attention == "linear" || attention == "causal-linear"; }
 
 }  // namespace
 
-std::string Generator::unsupported(const LanguageModel& model) {
-  const TransformerConfig& c = model.config();
+std::string generator_unsupported(const TransformerConfig& c) {
   if (c.encoder_layers > 0 && c.decoder_layers == 0) return "an encoder-only model";
   if (c.reversible) return "reversible layers";
   if (c.mem_len > 0) return "a Transformer-XL memory";
   if (c.positional != PositionalKind::None && c.positional != PositionalKind::Sinusoidal &&
       c.positional != PositionalKind::Learned)
     return "positions other than none, sinusoidal and learned";
-  for (const auto& layer : model.layers)
-    if (std::string why = check_attention(layer->self_attn.mechanism()); !why.empty()) return why;
-  return check_parameters(model);
+  if (softmax_family(c.attention)) return "";
+  if (linear_family(c.attention)) {
+    // The feature map linear.cpp builds, read without marking the option used.
+    const auto& options = c.attention_options.items();
+    const auto it = options.find("feature_map");
+    const std::string map = it == options.end() ? "elu" : it->second;
+    if (map == "elu" || map == "relu") return "";
+    return "attention '" + c.attention + "' with feature map '" + map + "' (only the fused maps elu and relu)";
+  }
+  return "attention '" + c.attention + "' (softmax, causal-linear and linear only)";
 }
 
-GeneratorWeights generator_weights(const LanguageModel& model) {
-  const std::string why = Generator::unsupported(model);
-  ENG_CHECK(why.empty(), "Generator: the model has ", why, "; LanguageModel::step runs it");
-  const TransformerConfig& c = model.config();
+GeneratorWeights generator_shape(const TransformerConfig& c) {
   GeneratorWeights w;
   w.d_model = c.d_model;
   w.heads = c.heads;
@@ -116,13 +113,28 @@ GeneratorWeights generator_weights(const LanguageModel& model) {
   w.positional = c.positional;
   w.activation = c.activation;
   w.embed_scale = float(c.embed_scale > 0 ? c.embed_scale : std::sqrt(double(c.d_model)));
+  w.linear = linear_family(c.attention);
+  return w;
+}
+
+// The model is built from its config, so the config says what it is (the suite checks this against the layers'
+// classes: tests/test_generator_checkpoint.cpp); its parameters must also be ones the kernels read.
+std::string Generator::unsupported(const LanguageModel& model) {
+  if (std::string why = generator_unsupported(model.config()); !why.empty()) return why;
+  return check_parameters(model);
+}
+
+GeneratorWeights generator_weights(const LanguageModel& model) {
+  const std::string why = Generator::unsupported(model);
+  ENG_CHECK(why.empty(), "Generator: the model has ", why, "; LanguageModel::step runs it");
+  const TransformerConfig& c = model.config();
+  GeneratorWeights w = generator_shape(c);
   w.tokens = model.embed.tokens.weight;
   if (const LearnedPositional* learned = model.embed.learned()) w.positions = learned->weight;
   const int64_t head_dim = c.d_model / c.heads;
   for (const auto& layer : model.layers) {
     const MultiHeadAttention& mha = layer->self_attn;
     if (const auto* lin = tag_cast<const LinearAttention>(&mha.mechanism())) {
-      w.linear = true;
       w.relu_features = lin->feature_map().fused() == LinearFeature::Relu;
       w.linear_eps = float(lin->eps());
     } else {

@@ -58,6 +58,10 @@ struct GeneratorWeights {
   Product head;  // undefined weight: tied to the token table (logits = x · tokensᵀ)
 };
 
+// "" when a Generator can run the model `c` describes, else why not (Generator::unsupported's words).
+std::string generator_unsupported(const TransformerConfig& c);
+// The numbers of GeneratorWeights that `c` gives, its tensors left undefined (the builders below fill them).
+GeneratorWeights generator_shape(const TransformerConfig& c);
 // The weights of a model Generator::unsupported accepts (throws otherwise).
 GeneratorWeights generator_weights(const LanguageModel& model);
 

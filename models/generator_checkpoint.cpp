@@ -8,18 +8,6 @@ namespace eng {
 
 namespace {
 
-bool softmax_family(const std::string& attention) {
-  return attention == "softmax" || attention == "stateful-softmax";
-}
-bool linear_family(const std::string& attention) { return attention == "linear" || attention == "causal-linear"; }
-
-// The feature map a linear variant is built with (models/attention/linear.cpp), read without marking the option.
-std::string feature_map_of(const TransformerConfig& c) {
-  const auto& items = c.attention_options.items();
-  const auto it = items.find("feature_map");
-  return it == items.end() ? "elu" : it->second;
-}
-
 // Parameter `name` [shape] of LanguageModel(c), in the order Module::named_parameters lists them.
 struct SpecBuilder {
   ModelSpec spec;
@@ -37,22 +25,6 @@ struct SpecBuilder {
 };
 
 }  // namespace
-
-std::string generator_unsupported(const TransformerConfig& c) {
-  if (c.encoder_layers > 0 && c.decoder_layers == 0) return "an encoder-only model";
-  if (c.reversible) return "reversible layers";
-  if (c.mem_len > 0) return "a Transformer-XL memory";
-  if (c.positional != PositionalKind::None && c.positional != PositionalKind::Sinusoidal &&
-      c.positional != PositionalKind::Learned)
-    return "positions other than none, sinusoidal and learned";
-  if (softmax_family(c.attention)) return "";
-  if (linear_family(c.attention)) {
-    const std::string map = feature_map_of(c);
-    if (map == "elu" || map == "relu") return "";
-    return "attention '" + c.attention + "' with feature map '" + map + "' (only the fused maps elu and relu)";
-  }
-  return "attention '" + c.attention + "' (softmax, causal-linear and linear only)";
-}
 
 ModelSpec language_model_spec(const TransformerConfig& c) {
   SpecBuilder b;
@@ -83,10 +55,9 @@ GeneratorWeights generator_weights(const SafetensorsFile& file, const std::strin
   // The options the variant reads (models/attention/softmax.cpp, linear.cpp), with its checks and errors.
   AttentionOptions options = c.attention_options;
   options.set_variant(c.attention);
-  GeneratorWeights w;
+  GeneratorWeights w = generator_shape(c);
   const int64_t head_dim = c.d_model / c.heads;
-  if (linear_family(c.attention)) {
-    w.linear = true;
+  if (w.linear) {
     w.relu_features = options.get_string("feature_map", "elu") == "relu";
     w.linear_eps = float(options.get_double("eps", 1e-6, RealRange::at_least(0)));
   } else {
@@ -117,15 +88,6 @@ GeneratorWeights generator_weights(const SafetensorsFile& file, const std::strin
     if (!c.rms_norm) n.bias = tensor(name + ".ln.bias");
     return n;
   };
-  w.d_model = c.d_model;
-  w.heads = c.heads;
-  w.kv_heads = c.kv_heads > 0 ? c.kv_heads : c.heads;
-  w.max_len = c.max_len;
-  w.vocab = c.vocab;
-  w.pre_norm = c.pre_norm;
-  w.positional = c.positional;
-  w.activation = c.activation;
-  w.embed_scale = float(c.embed_scale > 0 ? c.embed_scale : std::sqrt(double(c.d_model)));
   w.tokens = tensor("embed.tokens.weight");
   if (c.positional == PositionalKind::Learned) w.positions = tensor("embed.positions.weight");
   for (int64_t i = 0; i < std::max(c.encoder_layers, c.decoder_layers); ++i) {

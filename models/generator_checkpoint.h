@@ -3,7 +3,8 @@
 // only the Generator's kernels. The checkpoint is checked as bind_checkpoint checks it (check_checkpoint_tensors:
 // CRC-32, every parameter present with its shape or as valid quantized blocks, no unknown tensor), against the
 // names and shapes LanguageModel(config) has (language_model_spec). The suite checks both halves against the built
-// model: the same spec as model_spec(LanguageModel(c)), the same verdict as Generator::unsupported, the same logits.
+// model: the same spec as model_spec(LanguageModel(c)), the same verdict as Generator::unsupported (from the
+// layers' classes), the same logits.
 #pragma once
 #include <string>
 
@@ -12,9 +13,6 @@
 #include "models/generator.h"
 
 namespace eng {
-
-// "" when a Generator can run the model `c` describes, else why not, in Generator::unsupported's words.
-std::string generator_unsupported(const TransformerConfig& c);
 
 // The parameters (names, f32 shapes, quantizable or not) and buffers of LanguageModel(c), for a decoder-only c.
 ModelSpec language_model_spec(const TransformerConfig& c);

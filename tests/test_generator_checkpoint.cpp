@@ -1,6 +1,7 @@
 // The Generator's weights read straight from a checkpoint (models/generator_checkpoint.h), against the model they
-// describe: the parameters LanguageModel(c) has (names, shapes, quantizable), Generator::unsupported's verdict, and
-// the logits of a Generator built from the model, bit for bit, for f32 and quantized checkpoints.
+// describe: the parameters LanguageModel(c) has (names, shapes, quantizable), the verdict on what the Generator runs
+// against the attention classes the model is built with, and the logits of a Generator built from the model, bit
+// for bit, for f32 and quantized checkpoints.
 #include "models/generator_checkpoint.h"
 
 #include <doctest/doctest.h>
@@ -9,6 +10,8 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "models/attention/linear.h"
+#include "models/attention/softmax.h"
 #include "models/quantized.h"
 #include "tests/temp_files.h"
 
@@ -83,6 +86,15 @@ std::vector<std::pair<std::string, TransformerConfig>> configs() {
   return out;
 }
 
+// What the Generator computes for an attention class: softmax with a KV cache (its subclass stateful-softmax too),
+// or linear attention's RNN form with a fused feature map.
+bool runs_step_form(const Attention& a) {
+  if (tag_cast<const SoftmaxAttention>(&a)) return true;
+  const auto* lin = tag_cast<const LinearAttention>(&a);
+  return lin && (lin->feature_map().fused() == LinearFeature::EluPlusOne ||
+                 lin->feature_map().fused() == LinearFeature::Relu);
+}
+
 std::string save(const test::TempDir& dir, const LanguageModel& model, const std::string& name) {
   const std::string path = dir.file(name);
   std::map<std::string, std::string> meta = run_config_metadata({model.config().to_map(), {}});
@@ -111,6 +123,10 @@ TEST_CASE("generator checkpoint: LanguageModel's parameters and the Generator's 
     CAPTURE(what);
     const LanguageModel model(c);
     CHECK(generator_unsupported(c) == Generator::unsupported(model));
+    // The verdict on the attention, from the config's name, against the classes the model was built with.
+    const std::string why = generator_unsupported(c);
+    if (why.empty() || why.rfind("attention '", 0) == 0)
+      for (const auto& layer : model.layers) CHECK(runs_step_form(layer->self_attn.mechanism()) == why.empty());
     const ModelSpec want = model_spec(model), got = language_model_spec(c);
     if (generator_unsupported(c).empty()) CHECK(want.buffers.empty());  // language_model_spec lists none
     REQUIRE(got.parameters.size() == want.parameters.size());
