@@ -60,16 +60,6 @@ struct Problem {
   int64_t key_end(int64_t b) const { return key_lengths.empty() ? L : key_lengths[size_t(b)]; }
 };
 
-// Per-thread scratch for one chunk of C positions.
-template <class T>
-struct Chunk {
-  std::vector<T> fq, fk, ve, ge, a, y, grad;  // [C, M], [C, M], [C, E], [C, E], [C, C], [C, E], [C, max(M, E)]
-  std::vector<T> s;                         // the running state S⁺ (or R⁺ in the suffix pass), [M, E]
-  Chunk(int64_t M, int64_t E)
-      : fq(size_t(kChunk * M)), fk(size_t(kChunk * M)), ve(size_t(kChunk * E)), ge(size_t(kChunk * E)),
-        a(size_t(kChunk * kChunk)), y(size_t(kChunk * E)), grad(size_t(kChunk * std::max(M, E))), s(size_t(M * E)) {}
-};
-
 // dst [rows, M] = φ(x rows r0 ..), rows at or beyond `end` zeroed (padding, after the feature map).
 template <class T>
 void load_features(const Problem<T>& P, const Rows<T>& x, int64_t b, int64_t h, int64_t r0, int64_t rows, int64_t end,
@@ -114,51 +104,43 @@ struct OutputGrad {
   int64_t cs = 1;  // column stride
 };
 
-// G⁺ [rows, E] from the output gradient, the output and the denominators (contiguous).
+// Σ a_i b_i and Σ a_i over a row; f32 through the SIMD kernels (a float sum written as a loop stays scalar).
+template <class T>
+T row_dot(const T* a, const T* b, int64_t n) {
+  T s = 0;
+  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+inline float row_dot(const float* a, const float* b, int64_t n) { return vec_kernels().dot(a, b, n); }
+template <class T>
+T row_sum(const T* a, int64_t n) {
+  T s = 0;
+  for (int64_t i = 0; i < n; ++i) s += a[i];
+  return s;
+}
+inline float row_sum(const float* a, int64_t n) { return vec_kernels().sum(a, n); }
+
+// gs_i = G_i / d_i (rows `ld` apart) and gz_i = -(G_i · out_i) / d_i (`gz_step` apart), the gradient of the
+// numerators and of the denominator through out_i = numerator / d_i, from the output gradient, the output and the
+// denominators (contiguous).
 template <class T>
 void load_output_grad(const Problem<T>& P, const OutputGrad<T>& go, const T* out, const T* den, int64_t bh, int64_t r0,
-                      int64_t rows, T* dst) {
+                      int64_t rows, T* gs, int64_t ld, T* gz, int64_t gz_step) {
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t row = bh * P.N + r0 + i;
     const T* g = go.rows.at(bh / P.H, bh % P.H, r0 + i);
-    const T* o = out + row * P.Dv;
-    const T inv = T(1) / den[row];
-    T dot = 0;
-    T* d = dst + i * P.E;
-    if (go.cs == 1) {  // the usual case, a loop that vectorises
-      for (int64_t c = 0; c < P.Dv; ++c) {
-        d[c] = g[c] * inv;
-        dot += g[c] * o[c];
-      }
-    } else {
-      for (int64_t c = 0; c < P.Dv; ++c) {
-        d[c] = g[c * go.cs] * inv;
-        dot += g[c * go.cs] * o[c];
-      }
+    T* d = gs + i * ld;
+    if (go.cs != 1) {  // gathered into the destination row first, so that the loops below vectorise
+      if (go.cs == 0)  // broadcast along the row (the gradient of a sum)
+        std::fill(d, d + P.Dv, g[0]);
+      else
+        for (int64_t c = 0; c < P.Dv; ++c) d[c] = g[c * go.cs];
+      g = d;
     }
-    d[P.Dv] = -dot * inv;
+    const T inv = T(1) / den[row];
+    gz[i * gz_step] = -row_dot(g, out + row * P.Dv, P.Dv) * inv;
+    for (int64_t c = 0; c < P.Dv; ++c) d[c] = g[c] * inv;
   }
-}
-
-// Keeps the lower (j <= i) or upper (j >= i) triangle of a [rows, rows] tile, zeroing the rest.
-template <class T>
-void keep_triangle(T* a, int64_t rows, bool lower) {
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < rows; ++j)
-      if (lower ? j > i : j < i) a[i * rows + j] = T(0);
-}
-
-// S⁺ += Fkᵀ V⁺ for one chunk.
-template <class T>
-void absorb(const Problem<T>& P, Chunk<T>& c, int64_t rows) {
-  tile_product<T>(P.M, P.E, rows, c.fk.data(), 1, P.M, c.ve.data(), P.E, 1, c.s.data(), P.E, true);
-}
-
-// φ(K) and V⁺ of key rows r0 .. r0+rows into the chunk.
-template <class T>
-void load_keys(const Problem<T>& P, Chunk<T>& c, int64_t b, int64_t h, int64_t r0, int64_t rows, int64_t kend) {
-  load_features(P, P.k, b, h, r0, rows, kend, c.fk.data());
-  load_values(P, b, h, r0, rows, c.ve.data());
 }
 
 // ∂L/∂φ(x) in `grad` [rows, M] -> ∂L/∂x rows r0 .. of dst (contiguous [.., M]), with φ(x) of those rows in
@@ -211,70 +193,121 @@ void store_values_grad(const Problem<T>& P, int64_t bh, int64_t r0, int64_t rows
   for (int64_t i = 0; i < rows; ++i) std::copy(gv + i * P.E, gv + i * P.E + P.Dv, dv + (bh * P.L + r0 + i) * P.Dv);
 }
 
-// Causal forward of one head, chunk by chunk.
+// Per-thread scratch of the causal kernels for one chunk of C positions.
 template <class T>
-void forward_head(const Problem<T>& P, int64_t bh, T* out, T* den) {
-  const int64_t b = bh / P.H, h = bh % P.H, M = P.M, E = P.E, kend = P.key_end(b);
-  Chunk<T> c(M, E);
-  for (int64_t r0 = 0; r0 < P.N; r0 += kChunk) {
-    const int64_t rows = std::min(kChunk, P.N - r0);
-    load_features(P, P.q, b, h, r0, rows, P.N, c.fq.data());
-    tile_product<T>(rows, E, M, c.fq.data(), M, 1, c.s.data(), E, 1, c.y.data(), E, false);  // Y = Fq S⁺_prev
-    // Y += tril(Fq Fkᵀ) V⁺ within the chunk, then S⁺ absorbs the chunk
-    load_keys(P, c, b, h, r0, rows, kend);
-    tile_product<T>(rows, rows, M, c.fq.data(), M, 1, c.fk.data(), 1, M, c.a.data(), rows, false);
-    keep_triangle(c.a.data(), rows, true);
-    tile_product<T>(rows, E, rows, c.a.data(), rows, 1, c.ve.data(), E, 1, c.y.data(), E, true);
-    absorb(P, c, rows);
-    store_output(P, bh, r0, rows, c.y.data(), out, den);
+struct Chunk {
+  std::vector<T> fq, fk, gs, a, grad;  // φ(Q), φ(K) [C, M]; G / d [C, Dv]; a triangle [C, C]; ∂L/∂φ [C, M]
+  std::vector<T> gz;                   // -(G_i · out_i) / d_i [C]
+  std::vector<T> s, z;                 // the running state S [M, Dv], z [M] (R and r in the suffix pass)
+  Chunk(int64_t M, int64_t Dv)
+      : fq(size_t(kChunk * M)), fk(size_t(kChunk * M)), gs(size_t(kChunk * Dv)), a(size_t(kChunk * kChunk)),
+        grad(size_t(kChunk * M)), gz(size_t(kChunk)), s(size_t(M * Dv)), z(size_t(M)) {}
+};
+
+// acc [M] += Σ_i w_i x_i over the rows of x [rows, M] (w = null: all weights 1): z and r absorb a chunk.
+template <class T>
+void add_rows(const T* x, const T* w, int64_t rows, int64_t M, T* acc) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const T wi = w ? w[i] : T(1);
+    for (int64_t m = 0; m < M; ++m) acc[m] += wi * x[i * M + m];
   }
 }
 
-// ∇q: the prefix pass. ∂L/∂φ(q_i) = G⁺_i S⁺_iᵀ, with S⁺_i = Σ_{j<=i} φ(k_j) v⁺_jᵀ.
+// v rows r0 .. of head (b, h) in place, as a product's operand: row stride P.v.sl.
 template <class T>
-void backward_queries(const Problem<T>& P, int64_t bh, const OutputGrad<T>& go, const T* out, const T* den, T* dq) {
-  const int64_t b = bh / P.H, h = bh % P.H, M = P.M, E = P.E, kend = P.key_end(b);
-  Chunk<T> c(M, E);
+const T* value_rows(const Problem<T>& P, int64_t b, int64_t h, int64_t r0) {
+  return P.v.at(b, h, r0);
+}
+
+// Causal forward of one head, chunk by chunk: Y = Fq S + tril(Fq Fkᵀ) V straight into the output rows, the
+// denominators d_i = φ(q_i)·z + Σ_{j<=i} (Fq Fkᵀ)_ij + eps beside it, then S += Fkᵀ V, z += Σ φ(k_j).
+template <class T>
+void forward_head(const Problem<T>& P, int64_t bh, T* out, T* den) {
+  const int64_t b = bh / P.H, h = bh % P.H, M = P.M, Dv = P.Dv, kend = P.key_end(b);
+  Chunk<T> c(M, Dv);
   for (int64_t r0 = 0; r0 < P.N; r0 += kChunk) {
     const int64_t rows = std::min(kChunk, P.N - r0);
-    load_output_grad(P, go, out, den, bh, r0, rows, c.ge.data());
-    tile_product<T>(rows, M, E, c.ge.data(), E, 1, c.s.data(), 1, E, c.grad.data(), M, false);  // G⁺ S⁺ᵀ
-    // + tril(G⁺ V⁺ᵀ) Fk within the chunk
-    load_keys(P, c, b, h, r0, rows, kend);
-    tile_product<T>(rows, rows, E, c.ge.data(), E, 1, c.ve.data(), 1, E, c.a.data(), rows, false);
-    keep_triangle(c.a.data(), rows, true);
+    const T* v = value_rows(P, b, h, r0);
+    T* y = out + (bh * P.N + r0) * Dv;
+    T* d = den + bh * P.N + r0;
+    load_features(P, P.q, b, h, r0, rows, P.N, c.fq.data());
+    load_features(P, P.k, b, h, r0, rows, kend, c.fk.data());
+    tile_product<T>(rows, Dv, M, c.fq.data(), M, 1, c.s.data(), Dv, 1, y, Dv, false);
+    tile_product<T>(rows, rows, M, c.fq.data(), M, 1, c.fk.data(), 1, M, c.a.data(), rows, false);
+    for (int64_t i = 0; i < rows; ++i) {
+      T* ai = c.a.data() + i * rows;
+      std::fill(ai + i + 1, ai + rows, T(0));
+      d[i] = row_dot(c.fq.data() + i * M, c.z.data(), M) + row_sum(ai, i + 1) + P.eps;
+    }
+    tile_product<T>(rows, Dv, rows, c.a.data(), rows, 1, v, P.v.sl, 1, y, Dv, true);
+    tile_product<T>(M, Dv, rows, c.fk.data(), 1, M, v, P.v.sl, 1, c.s.data(), Dv, true);
+    add_rows<T>(c.fk.data(), nullptr, rows, M, c.z.data());
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < Dv; ++j) y[i * Dv + j] /= d[i];
+  }
+}
+
+// ∇q: the prefix pass. ∂L/∂φ(q_i) = S_i gs_i + gz_i z_i with gs_i = G_i / d_i, gz_i = -(G_i · out_i) / d_i and
+// S_i, z_i the sums over j <= i; per chunk Gs Sᵀ + gz zᵀ + A Fk, A_ij = gs_i · v_j + gz_i for j <= i.
+template <class T>
+void backward_queries(const Problem<T>& P, int64_t bh, const OutputGrad<T>& go, const T* out, const T* den, T* dq) {
+  const int64_t b = bh / P.H, h = bh % P.H, M = P.M, Dv = P.Dv, kend = P.key_end(b);
+  Chunk<T> c(M, Dv);
+  for (int64_t r0 = 0; r0 < P.N; r0 += kChunk) {
+    const int64_t rows = std::min(kChunk, P.N - r0);
+    const T* v = value_rows(P, b, h, r0);
+    load_output_grad(P, go, out, den, bh, r0, rows, c.gs.data(), Dv, c.gz.data(), 1);
+    load_features(P, P.k, b, h, r0, rows, kend, c.fk.data());
+    tile_product<T>(rows, M, Dv, c.gs.data(), Dv, 1, c.s.data(), 1, Dv, c.grad.data(), M, false);
+    tile_product<T>(rows, rows, Dv, c.gs.data(), Dv, 1, v, 1, P.v.sl, c.a.data(), rows, false);
+    for (int64_t i = 0; i < rows; ++i) {
+      const T g = c.gz[size_t(i)];
+      T* ai = c.a.data() + i * rows;
+      for (int64_t j = 0; j <= i; ++j) ai[j] += g;
+      std::fill(ai + i + 1, ai + rows, T(0));
+      T* gi = c.grad.data() + i * M;
+      for (int64_t m = 0; m < M; ++m) gi[m] += g * c.z[size_t(m)];
+    }
     tile_product<T>(rows, M, rows, c.a.data(), rows, 1, c.fk.data(), M, 1, c.grad.data(), M, true);
-    absorb(P, c, rows);
+    tile_product<T>(M, Dv, rows, c.fk.data(), 1, M, v, P.v.sl, 1, c.s.data(), Dv, true);
+    add_rows<T>(c.fk.data(), nullptr, rows, M, c.z.data());
     load_features(P, P.q, b, h, r0, rows, P.N, c.fq.data());
     store_input_grad(P, P.q, b, h, r0, rows, P.N, c.fq.data(), c.grad.data(), dq + (bh * P.N + r0) * M);
   }
 }
 
-// ∇k and ∇v: the suffix pass, with R⁺_j = Σ_{i>=j} φ(q_i) G⁺_iᵀ:
-// ∂L/∂φ(k_j) = R⁺_j v⁺_j and ∂L/∂v⁺_j = R⁺_jᵀ φ(k_j).
+// ∇k and ∇v: the suffix pass, with R_j = Σ_{i>=j} φ(q_i) gs_iᵀ and r_j = Σ_{i>=j} gz_i φ(q_i):
+// ∂L/∂v_j = R_jᵀ φ(k_j) and ∂L/∂φ(k_j) = R_j v_j + r_j; per chunk Fk R + triu(Fk Fqᵀ) Gs and
+// V Rᵀ + 1 rᵀ + A Fq, A_ji = v_j · gs_i + gz_i for i >= j.
 template <class T>
 void backward_keys(const Problem<T>& P, int64_t bh, const OutputGrad<T>& go, const T* out, const T* den, T* dk,
                    T* dv) {
-  const int64_t b = bh / P.H, h = bh % P.H, M = P.M, E = P.E, kend = P.key_end(b);
-  Chunk<T> c(M, E);
+  const int64_t b = bh / P.H, h = bh % P.H, M = P.M, Dv = P.Dv, kend = P.key_end(b);
+  Chunk<T> c(M, Dv);
   for (int64_t r0 = (P.L - 1) / kChunk * kChunk; r0 >= 0; r0 -= kChunk) {
     const int64_t rows = std::min(kChunk, P.L - r0);
-    load_keys(P, c, b, h, r0, rows, kend);
+    const T* v = value_rows(P, b, h, r0);
+    T* gv = dv + (bh * P.L + r0) * Dv;
+    load_features(P, P.k, b, h, r0, rows, kend, c.fk.data());
     load_features(P, P.q, b, h, r0, rows, P.N, c.fq.data());
-    load_output_grad(P, go, out, den, bh, r0, rows, c.ge.data());
-    // ∂L/∂v⁺ = Fk R⁺ + triu(Fk Fqᵀ) G⁺ within the chunk, into y.
-    tile_product<T>(rows, E, M, c.fk.data(), M, 1, c.s.data(), E, 1, c.y.data(), E, false);
+    load_output_grad(P, go, out, den, bh, r0, rows, c.gs.data(), Dv, c.gz.data(), 1);
+    tile_product<T>(rows, Dv, M, c.fk.data(), M, 1, c.s.data(), Dv, 1, gv, Dv, false);
     tile_product<T>(rows, rows, M, c.fk.data(), M, 1, c.fq.data(), 1, M, c.a.data(), rows, false);
-    keep_triangle(c.a.data(), rows, false);
-    tile_product<T>(rows, E, rows, c.a.data(), rows, 1, c.ge.data(), E, 1, c.y.data(), E, true);
-    // ∂L/∂φ(k) = V⁺ R⁺ᵀ + triu(V⁺ G⁺ᵀ) Fq within the chunk, into grad.
-    tile_product<T>(rows, M, E, c.ve.data(), E, 1, c.s.data(), 1, E, c.grad.data(), M, false);
-    tile_product<T>(rows, rows, E, c.ve.data(), E, 1, c.ge.data(), 1, E, c.a.data(), rows, false);
-    keep_triangle(c.a.data(), rows, false);
+    for (int64_t j = 0; j < rows; ++j) std::fill(c.a.data() + j * rows, c.a.data() + j * rows + j, T(0));
+    tile_product<T>(rows, Dv, rows, c.a.data(), rows, 1, c.gs.data(), Dv, 1, gv, Dv, true);
+    tile_product<T>(rows, M, Dv, v, P.v.sl, 1, c.s.data(), 1, Dv, c.grad.data(), M, false);
+    tile_product<T>(rows, rows, Dv, v, P.v.sl, 1, c.gs.data(), 1, Dv, c.a.data(), rows, false);
+    for (int64_t j = 0; j < rows; ++j) {
+      T* aj = c.a.data() + j * rows;
+      std::fill(aj, aj + j, T(0));
+      for (int64_t i = j; i < rows; ++i) aj[i] += c.gz[size_t(i)];
+      T* gj = c.grad.data() + j * M;
+      for (int64_t m = 0; m < M; ++m) gj[m] += c.z[size_t(m)];
+    }
     tile_product<T>(rows, M, rows, c.a.data(), rows, 1, c.fq.data(), M, 1, c.grad.data(), M, true);
-    tile_product<T>(M, E, rows, c.fq.data(), 1, M, c.ge.data(), E, 1, c.s.data(), E, true);  // R⁺ += Fqᵀ G⁺
+    tile_product<T>(M, Dv, rows, c.fq.data(), 1, M, c.gs.data(), Dv, 1, c.s.data(), Dv, true);  // R += Fqᵀ Gs
+    add_rows(c.fq.data(), c.gz.data(), rows, M, c.z.data());                                   // r += Fqᵀ gz
     store_input_grad(P, P.k, b, h, r0, rows, kend, c.fk.data(), c.grad.data(), dk + (bh * P.L + r0) * M);
-    store_values_grad(P, bh, r0, rows, c.y.data(), dv);
   }
 }
 
@@ -314,7 +347,7 @@ void backward_whole(const Problem<T>& P, int64_t bh, const OutputGrad<T>& go, co
   const T *fq = w.fq.template data<T>(), *fk = w.fk.template data<T>(), *ve = w.ve.template data<T>();
   Tensor ge = empty({N, E}, P.dtype), r = empty({M, E}, P.dtype), gf = empty({std::max(N, L), M}, P.dtype);
   Tensor gv = empty({L, E}, P.dtype);
-  load_output_grad(P, go, out, den, bh, 0, N, ge.data<T>());
+  load_output_grad(P, go, out, den, bh, 0, N, ge.data<T>(), E, ge.data<T>() + P.Dv, E);
   tile_product<T>(N, M, E, ge.data<T>(), E, 1, w.s.template data<T>(), 1, E, gf.data<T>(), M, false);
   store_input_grad(P, P.q, w.b, w.h, 0, N, N, fq, gf.data<T>(), dq + bh * N * M);
   tile_product<T>(M, E, N, fq, 1, M, ge.data<T>(), E, 1, r.data<T>(), E, false);
