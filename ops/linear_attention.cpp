@@ -219,6 +219,39 @@ const T* value_rows(const Problem<T>& P, int64_t b, int64_t h, int64_t r0) {
   return P.v.at(b, h, r0);
 }
 
+// The chunk's triangle products, the square's tiles computed only where the triangle reaches them (lower: columns
+// j <= i, upper: j >= i), 3/4 (lower) or 7/8 (upper) of the AVX-512 kernel's 14 x 32 tiles and 5/8 of the
+// multiply-adds against W:
+//   a = X Yᵀ by 32-column panels, each over the 14-row tiles it meets (each panel of Yᵀ packed once);
+//   fold(i, row i of a, c0, c1) for each row, the triangle's part of it [c0, c1) (the rest of the row zeroed);
+//   out (+)= a W by blocks of 14 rows, each as far along k as its rows reach.
+// X, Y [rows, K] and W [rows, n] by their row strides (columns contiguous), a [rows, rows].
+constexpr int64_t kTriangleRows = 14, kTriangleCols = 32;
+
+template <class T, class Fold>
+void triangle_product(int64_t rows, bool lower, int64_t K, const T* x, int64_t x_rs, const T* y, int64_t y_rs, T* a,
+                      Fold fold, int64_t n, const T* w, int64_t w_rs, T* out, int64_t out_rs, bool accumulate) {
+  for (int64_t j0 = 0; j0 < rows; j0 += kTriangleCols) {
+    const int64_t j1 = std::min(rows, j0 + kTriangleCols);
+    const int64_t i0 = lower ? j0 / kTriangleRows * kTriangleRows : 0;
+    const int64_t i1 = lower ? rows : std::min(rows, (j1 + kTriangleRows - 1) / kTriangleRows * kTriangleRows);
+    tile_product<T>(i1 - i0, j1 - j0, K, x + i0 * x_rs, x_rs, 1, y + j0 * y_rs, 1, y_rs, a + i0 * rows + j0, rows,
+                    false);
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    T* ai = a + i * rows;
+    const int64_t c0 = lower ? 0 : i, c1 = lower ? i + 1 : rows;
+    std::fill(ai, ai + c0, T(0));
+    std::fill(ai + c1, ai + rows, T(0));
+    fold(i, ai, c0, c1);
+  }
+  for (int64_t i0 = 0; i0 < rows; i0 += kTriangleRows) {
+    const int64_t i1 = std::min(rows, i0 + kTriangleRows), j0 = lower ? 0 : i0, j1 = lower ? i1 : rows;
+    tile_product<T>(i1 - i0, n, j1 - j0, a + i0 * rows + j0, rows, 1, w + j0 * w_rs, w_rs, 1, out + i0 * out_rs,
+                    out_rs, accumulate);
+  }
+}
+
 // Causal forward of one head, chunk by chunk: Y = Fq S + tril(Fq Fkᵀ) V straight into the output rows, the
 // denominators d_i = φ(q_i)·z + Σ_{j<=i} (Fq Fkᵀ)_ij + eps beside it, then S += Fkᵀ V, z += Σ φ(k_j).
 template <class T>
@@ -233,13 +266,11 @@ void forward_head(const Problem<T>& P, int64_t bh, T* out, T* den) {
     load_features(P, P.q, b, h, r0, rows, P.N, c.fq.data());
     load_features(P, P.k, b, h, r0, rows, kend, c.fk.data());
     tile_product<T>(rows, Dv, M, c.fq.data(), M, 1, c.s.data(), Dv, 1, y, Dv, false);
-    tile_product<T>(rows, rows, M, c.fq.data(), M, 1, c.fk.data(), 1, M, c.a.data(), rows, false);
-    for (int64_t i = 0; i < rows; ++i) {
-      T* ai = c.a.data() + i * rows;
-      std::fill(ai + i + 1, ai + rows, T(0));
-      d[i] = row_dot(c.fq.data() + i * M, c.z.data(), M) + row_sum(ai, i + 1) + P.eps;
-    }
-    tile_product<T>(rows, Dv, rows, c.a.data(), rows, 1, v, P.v.sl, 1, y, Dv, true);
+    auto denominator = [&](int64_t i, const T* ai, int64_t c0, int64_t c1) {
+      d[i] = row_dot(c.fq.data() + i * M, c.z.data(), M) + row_sum(ai + c0, c1 - c0) + P.eps;
+    };
+    triangle_product<T>(rows, true, M, c.fq.data(), M, c.fk.data(), M, c.a.data(), denominator, Dv, v, P.v.sl, y, Dv,
+                        true);
     tile_product<T>(M, Dv, rows, c.fk.data(), 1, M, v, P.v.sl, 1, c.s.data(), Dv, true);
     add_rows<T>(c.fk.data(), nullptr, rows, M, c.z.data());
     for (int64_t i = 0; i < rows; ++i)
@@ -259,16 +290,15 @@ void backward_queries(const Problem<T>& P, int64_t bh, const OutputGrad<T>& go, 
     load_output_grad(P, go, out, den, bh, r0, rows, c.gs.data(), Dv, c.gz.data(), 1);
     load_features(P, P.k, b, h, r0, rows, kend, c.fk.data());
     tile_product<T>(rows, M, Dv, c.gs.data(), Dv, 1, c.s.data(), 1, Dv, c.grad.data(), M, false);
-    tile_product<T>(rows, rows, Dv, c.gs.data(), Dv, 1, v, 1, P.v.sl, c.a.data(), rows, false);
     for (int64_t i = 0; i < rows; ++i) {
-      const T g = c.gz[size_t(i)];
-      T* ai = c.a.data() + i * rows;
-      for (int64_t j = 0; j <= i; ++j) ai[j] += g;
-      std::fill(ai + i + 1, ai + rows, T(0));
       T* gi = c.grad.data() + i * M;
-      for (int64_t m = 0; m < M; ++m) gi[m] += g * c.z[size_t(m)];
+      for (int64_t m = 0; m < M; ++m) gi[m] += c.gz[size_t(i)] * c.z[size_t(m)];
     }
-    tile_product<T>(rows, M, rows, c.a.data(), rows, 1, c.fk.data(), M, 1, c.grad.data(), M, true);
+    auto add_gz = [&](int64_t i, T* ai, int64_t c0, int64_t c1) {
+      for (int64_t j = c0; j < c1; ++j) ai[j] += c.gz[size_t(i)];
+    };
+    triangle_product<T>(rows, true, Dv, c.gs.data(), Dv, v, P.v.sl, c.a.data(), add_gz, M, c.fk.data(), M,
+                        c.grad.data(), M, true);
     tile_product<T>(M, Dv, rows, c.fk.data(), 1, M, v, P.v.sl, 1, c.s.data(), Dv, true);
     add_rows<T>(c.fk.data(), nullptr, rows, M, c.z.data());
     load_features(P, P.q, b, h, r0, rows, P.N, c.fq.data());
@@ -292,19 +322,19 @@ void backward_keys(const Problem<T>& P, int64_t bh, const OutputGrad<T>& go, con
     load_features(P, P.q, b, h, r0, rows, P.N, c.fq.data());
     load_output_grad(P, go, out, den, bh, r0, rows, c.gs.data(), Dv, c.gz.data(), 1);
     tile_product<T>(rows, Dv, M, c.fk.data(), M, 1, c.s.data(), Dv, 1, gv, Dv, false);
-    tile_product<T>(rows, rows, M, c.fk.data(), M, 1, c.fq.data(), 1, M, c.a.data(), rows, false);
-    for (int64_t j = 0; j < rows; ++j) std::fill(c.a.data() + j * rows, c.a.data() + j * rows + j, T(0));
-    tile_product<T>(rows, Dv, rows, c.a.data(), rows, 1, c.gs.data(), Dv, 1, gv, Dv, true);
+    auto none = [](int64_t, T*, int64_t, int64_t) {};
+    triangle_product<T>(rows, false, M, c.fk.data(), M, c.fq.data(), M, c.a.data(), none, Dv, c.gs.data(), Dv, gv, Dv,
+                        true);
     tile_product<T>(rows, M, Dv, v, P.v.sl, 1, c.s.data(), 1, Dv, c.grad.data(), M, false);
-    tile_product<T>(rows, rows, Dv, v, P.v.sl, 1, c.gs.data(), 1, Dv, c.a.data(), rows, false);
     for (int64_t j = 0; j < rows; ++j) {
-      T* aj = c.a.data() + j * rows;
-      std::fill(aj, aj + j, T(0));
-      for (int64_t i = j; i < rows; ++i) aj[i] += c.gz[size_t(i)];
       T* gj = c.grad.data() + j * M;
       for (int64_t m = 0; m < M; ++m) gj[m] += c.z[size_t(m)];
     }
-    tile_product<T>(rows, M, rows, c.a.data(), rows, 1, c.fq.data(), M, 1, c.grad.data(), M, true);
+    auto add_gz = [&](int64_t, T* aj, int64_t c0, int64_t c1) {
+      for (int64_t i = c0; i < c1; ++i) aj[i] += c.gz[size_t(i)];
+    };
+    triangle_product<T>(rows, false, Dv, v, P.v.sl, c.gs.data(), Dv, c.a.data(), add_gz, M, c.fq.data(), M,
+                        c.grad.data(), M, true);
     tile_product<T>(M, Dv, rows, c.fq.data(), 1, M, c.gs.data(), Dv, 1, c.s.data(), Dv, true);  // R += Fqᵀ Gs
     add_rows(c.fq.data(), c.gz.data(), rows, M, c.z.data());                                   // r += Fqᵀ gz
     store_input_grad(P, P.k, b, h, r0, rows, kend, c.fk.data(), c.grad.data(), dk + (bh * P.L + r0) * M);
