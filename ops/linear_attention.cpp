@@ -219,6 +219,33 @@ const T* value_rows(const Problem<T>& P, int64_t b, int64_t h, int64_t r0) {
   return P.v.at(b, h, r0);
 }
 
+// ∂L/∂q rows r0 .. r0+rows (never padded) from ∂L/∂φ(q) in c.grad, the features recomputed into c.fq for the
+// slope; elu+1 on adjacent f32 rows in one pass of the SIMD elu backward instead (the same slope: 1 above 0, e^x below).
+template <class T>
+void store_query_grad(const Problem<T>& P, int64_t b, int64_t h, int64_t r0, int64_t rows, Chunk<T>& c, T* dst) {
+  load_features(P, P.q, b, h, r0, rows, P.N, c.fq.data());
+  store_input_grad(P, P.q, b, h, r0, rows, P.N, c.fq.data(), c.grad.data(), dst);
+}
+inline void store_query_grad(const Problem<float>& P, int64_t b, int64_t h, int64_t r0, int64_t rows, Chunk<float>& c,
+                             float* dst) {
+  if (P.f == LinearFeature::EluPlusOne && P.q.sl == P.M)
+    vec_kernels().elu_backward(c.grad.data(), P.q.at(b, h, r0), dst, rows * P.M, 1.f);
+  else
+    store_query_grad<float>(P, b, h, r0, rows, c, dst);
+}
+
+// C [M, N] (rows c_rs) = bias + A B, the bias [N] on every row (the product starts from it: no pass of its own).
+template <class T>
+void product_with_bias(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_cs, const T* B,
+                       int64_t b_rs, int64_t b_cs, T* C, int64_t c_rs, const T* bias) {
+  GemmArgs<T> g;
+  g.M = M, g.N = N, g.K = K;
+  g.A = A, g.a_rs = a_rs, g.a_cs = a_cs;
+  g.B = B, g.b_rs = b_rs, g.b_cs = b_cs;
+  g.C = C, g.c_rs = c_rs, g.bias = bias;
+  gemm(g);
+}
+
 // The chunk's triangle products, the square's tiles computed only where the triangle reaches them (lower: columns
 // j <= i, upper: j >= i), 3/4 (lower) or 7/8 (upper) of the AVX-512 kernel's 14 x 32 tiles and 5/8 of the
 // multiply-adds against W:
@@ -273,8 +300,10 @@ void forward_head(const Problem<T>& P, int64_t bh, T* out, T* den) {
                         true);
     tile_product<T>(M, Dv, rows, c.fk.data(), 1, M, v, P.v.sl, 1, c.s.data(), Dv, true);
     add_rows<T>(c.fk.data(), nullptr, rows, M, c.z.data());
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < Dv; ++j) y[i * Dv + j] /= d[i];
+    for (int64_t i = 0; i < rows; ++i) {
+      const T inv = T(1) / d[i];
+      for (int64_t j = 0; j < Dv; ++j) y[i * Dv + j] *= inv;
+    }
   }
 }
 
@@ -301,8 +330,7 @@ void backward_queries(const Problem<T>& P, int64_t bh, const OutputGrad<T>& go, 
                         c.grad.data(), M, true);
     tile_product<T>(M, Dv, rows, c.fk.data(), 1, M, v, P.v.sl, 1, c.s.data(), Dv, true);
     add_rows<T>(c.fk.data(), nullptr, rows, M, c.z.data());
-    load_features(P, P.q, b, h, r0, rows, P.N, c.fq.data());
-    store_input_grad(P, P.q, b, h, r0, rows, P.N, c.fq.data(), c.grad.data(), dq + (bh * P.N + r0) * M);
+    store_query_grad(P, b, h, r0, rows, c, dq + (bh * P.N + r0) * M);
   }
 }
 
@@ -325,11 +353,7 @@ void backward_keys(const Problem<T>& P, int64_t bh, const OutputGrad<T>& go, con
     auto none = [](int64_t, T*, int64_t, int64_t) {};
     triangle_product<T>(rows, false, M, c.fk.data(), M, c.fq.data(), M, c.a.data(), none, Dv, c.gs.data(), Dv, gv, Dv,
                         true);
-    tile_product<T>(rows, M, Dv, v, P.v.sl, 1, c.s.data(), 1, Dv, c.grad.data(), M, false);
-    for (int64_t j = 0; j < rows; ++j) {
-      T* gj = c.grad.data() + j * M;
-      for (int64_t m = 0; m < M; ++m) gj[m] += c.z[size_t(m)];
-    }
+    product_with_bias<T>(rows, M, Dv, v, P.v.sl, 1, c.s.data(), 1, Dv, c.grad.data(), M, c.z.data());  // V Rᵀ + 1 rᵀ
     auto add_gz = [&](int64_t, T* aj, int64_t c0, int64_t c1) {
       for (int64_t i = c0; i < c1; ++i) aj[i] += c.gz[size_t(i)];
     };
