@@ -19,15 +19,18 @@ namespace eng {
 ENG_REGISTER_OP("linear_attention");
 ENG_REGISTER_OP("causal_linear_attention");
 
-// Both kernels carry the denominator as one more value column: with V⁺ = [V, 1] (E = Dv + 1 columns),
+// The non-causal kernel carries the denominator as one more value column: with V⁺ = [V, 1] (E = Dv + 1 columns),
 // Y = φ(Q) S⁺ holds the numerators in its first Dv columns and φ(q_i)ᵀ z in the last, so one product
-// serves both. The backward does the same with G⁺_i = [G_i / d_i, −(G_i · out_i) / d_i], the gradient
-// of Y_i through out_i = Y_i[:Dv] / d_i, d_i = Y_i[Dv] + eps.
+// serves both. Its backward does the same with G⁺_i = [G_i / d_i, −(G_i · out_i) / d_i], the gradient
+// of Y_i through out_i = Y_i[:Dv] / d_i, d_i = Y_i[Dv] + eps. The causal kernels keep z and the ones apart
+// (vector loops, and terms folded into the chunk's triangle), since there a 65th column is a third 32-column
+// kernel panel on most of the products, and [V, 1] a copy of v in each of the three passes.
 namespace {
 
 // 56 = 4 x the AVX-512 kernel's 14 rows: products of that many rows run on the operands in place, without the
 // packing a 64-row chunk's products paid on every call (bench attention causal-linear, N = 16384: about 15 % less CPU
-// time than 64, measured against 32, 42, 48 and 64).
+// time than 64, measured against 32, 42, 48 and 64). With the triangle products by tiles (triangle_product),
+// 28, 42, 56 and 64 ran within the noise of each other (N = 1024, CPU time, 6 alternating rounds).
 constexpr int64_t kChunk = 56;
 
 // Branch-free forms, so that the loops over a row vectorise; fast_exp is exact for f64, ~2e-7 for f32.
