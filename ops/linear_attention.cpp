@@ -123,9 +123,9 @@ T row_sum(const T* a, int64_t n) {
 }
 inline float row_sum(const float* a, int64_t n) { return vec_kernels().sum(a, n); }
 
-// gs_i = G_i / d_i (rows `ld` apart) and gz_i = -(G_i · out_i) / d_i (`gz_step` apart), the gradient of the
-// numerators and of the denominator through out_i = numerator / d_i, from the output gradient, the output and the
-// denominators (contiguous).
+// gs_i = G_i / d_i (rows `ld` apart) and, unless gz is null, gz_i = -(G_i · out_i) / d_i (`gz_step` apart): the
+// gradient of the numerators and of the denominator through out_i = numerator / d_i, from the output gradient, the
+// output and the denominators (contiguous).
 template <class T>
 void load_output_grad(const Problem<T>& P, const OutputGrad<T>& go, const T* out, const T* den, int64_t bh, int64_t r0,
                       int64_t rows, T* gs, int64_t ld, T* gz, int64_t gz_step) {
@@ -141,7 +141,7 @@ void load_output_grad(const Problem<T>& P, const OutputGrad<T>& go, const T* out
       g = d;
     }
     const T inv = T(1) / den[row];
-    gz[i * gz_step] = -row_dot(g, out + row * P.Dv, P.Dv) * inv;
+    if (gz) gz[i * gz_step] = -row_dot(g, out + row * P.Dv, P.Dv) * inv;
     for (int64_t c = 0; c < P.Dv; ++c) d[c] = g[c] * inv;
   }
 }
@@ -200,11 +200,10 @@ void store_values_grad(const Problem<T>& P, int64_t bh, int64_t r0, int64_t rows
 template <class T>
 struct Chunk {
   std::vector<T> fq, fk, gs, a, grad;  // φ(Q), φ(K) [C, M]; G / d [C, Dv]; a triangle [C, C]; ∂L/∂φ [C, M]
-  std::vector<T> gz;                   // -(G_i · out_i) / d_i [C]
   std::vector<T> s, z;                 // the running state S [M, Dv], z [M] (R and r in the suffix pass)
   Chunk(int64_t M, int64_t Dv)
       : fq(size_t(kChunk * M)), fk(size_t(kChunk * M)), gs(size_t(kChunk * Dv)), a(size_t(kChunk * kChunk)),
-        grad(size_t(kChunk * M)), gz(size_t(kChunk)), s(size_t(M * Dv)), z(size_t(M)) {}
+        grad(size_t(kChunk * M)), s(size_t(M * Dv)), z(size_t(M)) {}
 };
 
 // acc [M] += Σ_i w_i x_i over the rows of x [rows, M] (w = null: all weights 1): z and r absorb a chunk.
@@ -214,12 +213,6 @@ void add_rows(const T* x, const T* w, int64_t rows, int64_t M, T* acc) {
     const T wi = w ? w[i] : T(1);
     for (int64_t m = 0; m < M; ++m) acc[m] += wi * x[i * M + m];
   }
-}
-
-// v rows r0 .. of head (b, h) in place, as a product's operand: row stride P.v.sl.
-template <class T>
-const T* value_rows(const Problem<T>& P, int64_t b, int64_t h, int64_t r0) {
-  return P.v.at(b, h, r0);
 }
 
 // ∂L/∂q rows r0 .. r0+rows (never padded) from ∂L/∂φ(q) in c.grad, the features recomputed into c.fq for the
@@ -290,7 +283,7 @@ void forward_head(const Problem<T>& P, int64_t bh, T* out, T* den) {
   Chunk<T> c(M, Dv);
   for (int64_t r0 = 0; r0 < P.N; r0 += kChunk) {
     const int64_t rows = std::min(kChunk, P.N - r0);
-    const T* v = value_rows(P, b, h, r0);
+    const T* v = P.v.at(b, h, r0);  // read in place, rows P.v.sl apart
     T* y = out + (bh * P.N + r0) * Dv;
     T* d = den + bh * P.N + r0;
     load_features(P, P.q, b, h, r0, rows, P.N, c.fq.data());
@@ -311,23 +304,26 @@ void forward_head(const Problem<T>& P, int64_t bh, T* out, T* den) {
 }
 
 // ∇q: the prefix pass. ∂L/∂φ(q_i) = S_i gs_i + gz_i z_i with gs_i = G_i / d_i, gz_i = -(G_i · out_i) / d_i and
-// S_i, z_i the sums over j <= i; per chunk Gs Sᵀ + gz zᵀ + A Fk, A_ij = gs_i · v_j + gz_i for j <= i.
+// S_i, z_i the sums over j <= i; per chunk Gs Sᵀ + gz zᵀ + A Fk, A_ij = gs_i · v_j + gz_i for j <= i. Leaves the
+// head's gz_i in gzh [N] for the suffix pass.
 template <class T>
-void backward_queries(const Problem<T>& P, int64_t bh, const OutputGrad<T>& go, const T* out, const T* den, T* dq) {
+void backward_queries(const Problem<T>& P, int64_t bh, const OutputGrad<T>& go, const T* out, const T* den, T* gzh,
+                      T* dq) {
   const int64_t b = bh / P.H, h = bh % P.H, M = P.M, Dv = P.Dv, kend = P.key_end(b);
   Chunk<T> c(M, Dv);
   for (int64_t r0 = 0; r0 < P.N; r0 += kChunk) {
     const int64_t rows = std::min(kChunk, P.N - r0);
-    const T* v = value_rows(P, b, h, r0);
-    load_output_grad(P, go, out, den, bh, r0, rows, c.gs.data(), Dv, c.gz.data(), 1);
+    const T* v = P.v.at(b, h, r0);  // read in place, rows P.v.sl apart
+    T* gz = gzh + r0;
+    load_output_grad(P, go, out, den, bh, r0, rows, c.gs.data(), Dv, gz, 1);
     load_features(P, P.k, b, h, r0, rows, kend, c.fk.data());
     tile_product<T>(rows, M, Dv, c.gs.data(), Dv, 1, c.s.data(), 1, Dv, c.grad.data(), M, false);
     for (int64_t i = 0; i < rows; ++i) {
       T* gi = c.grad.data() + i * M;
-      for (int64_t m = 0; m < M; ++m) gi[m] += c.gz[size_t(i)] * c.z[size_t(m)];
+      for (int64_t m = 0; m < M; ++m) gi[m] += gz[i] * c.z[size_t(m)];
     }
     auto add_gz = [&](int64_t i, T* ai, int64_t c0, int64_t c1) {
-      for (int64_t j = c0; j < c1; ++j) ai[j] += c.gz[size_t(i)];
+      for (int64_t j = c0; j < c1; ++j) ai[j] += gz[i];
     };
     triangle_product<T>(rows, true, Dv, c.gs.data(), Dv, v, P.v.sl, c.a.data(), add_gz, M, c.fk.data(), M,
                         c.grad.data(), M, true);
@@ -339,31 +335,33 @@ void backward_queries(const Problem<T>& P, int64_t bh, const OutputGrad<T>& go, 
 
 // ∇k and ∇v: the suffix pass, with R_j = Σ_{i>=j} φ(q_i) gs_iᵀ and r_j = Σ_{i>=j} gz_i φ(q_i):
 // ∂L/∂v_j = R_jᵀ φ(k_j) and ∂L/∂φ(k_j) = R_j v_j + r_j; per chunk Fk R + triu(Fk Fqᵀ) Gs and
-// V Rᵀ + 1 rᵀ + A Fq, A_ji = v_j · gs_i + gz_i for i >= j.
+// V Rᵀ + 1 rᵀ + A Fq, A_ji = v_j · gs_i + gz_i for i >= j; gz_i from the prefix pass (gzh), which spares a second
+// read of the output.
 template <class T>
-void backward_keys(const Problem<T>& P, int64_t bh, const OutputGrad<T>& go, const T* out, const T* den, T* dk,
-                   T* dv) {
+void backward_keys(const Problem<T>& P, int64_t bh, const OutputGrad<T>& go, const T* out, const T* den, const T* gzh,
+                   T* dk, T* dv) {
   const int64_t b = bh / P.H, h = bh % P.H, M = P.M, Dv = P.Dv, kend = P.key_end(b);
   Chunk<T> c(M, Dv);
   for (int64_t r0 = (P.L - 1) / kChunk * kChunk; r0 >= 0; r0 -= kChunk) {
     const int64_t rows = std::min(kChunk, P.L - r0);
-    const T* v = value_rows(P, b, h, r0);
+    const T* v = P.v.at(b, h, r0);  // read in place, rows P.v.sl apart
     T* gv = dv + (bh * P.L + r0) * Dv;
     load_features(P, P.k, b, h, r0, rows, kend, c.fk.data());
     load_features(P, P.q, b, h, r0, rows, P.N, c.fq.data());
-    load_output_grad(P, go, out, den, bh, r0, rows, c.gs.data(), Dv, c.gz.data(), 1);
+    const T* gz = gzh + r0;
+    load_output_grad<T>(P, go, out, den, bh, r0, rows, c.gs.data(), Dv, nullptr, 1);
     tile_product<T>(rows, Dv, M, c.fk.data(), M, 1, c.s.data(), Dv, 1, gv, Dv, false);
     auto none = [](int64_t, T*, int64_t, int64_t) {};
     triangle_product<T>(rows, false, M, c.fk.data(), M, c.fq.data(), M, c.a.data(), none, Dv, c.gs.data(), Dv, gv, Dv,
                         true);
     product_with_bias<T>(rows, M, Dv, v, P.v.sl, 1, c.s.data(), 1, Dv, c.grad.data(), M, c.z.data());  // V Rᵀ + 1 rᵀ
     auto add_gz = [&](int64_t, T* aj, int64_t c0, int64_t c1) {
-      for (int64_t i = c0; i < c1; ++i) aj[i] += c.gz[size_t(i)];
+      for (int64_t i = c0; i < c1; ++i) aj[i] += gz[i];
     };
     triangle_product<T>(rows, false, Dv, v, P.v.sl, c.gs.data(), Dv, c.a.data(), add_gz, M, c.fq.data(), M,
                         c.grad.data(), M, true);
     tile_product<T>(M, Dv, rows, c.fq.data(), 1, M, c.gs.data(), Dv, 1, c.s.data(), Dv, true);  // R += Fqᵀ Gs
-    add_rows(c.fq.data(), c.gz.data(), rows, M, c.z.data());                                   // r += Fqᵀ gz
+    add_rows(c.fq.data(), gz, rows, M, c.z.data());                                   // r += Fqᵀ gz
     store_input_grad(P, P.k, b, h, r0, rows, kend, c.fk.data(), c.grad.data(), dk + (bh * P.L + r0) * M);
   }
 }
@@ -464,20 +462,20 @@ Tensor linear_attention_impl(const Tensor& q, const Tensor& k, const Tensor& v, 
       const Problem<T> P = make_problem<T>(qd, kd, vd, args);
       const OutputGrad<T> g{rows_of<T>(grad), grad.strides()[3]};
       const T *op_out = o.data<T>(), *d = den.data<T>();
-      if (causal)  // one task per (head, pass): the two passes are independent
-        parallel_for(0, 2 * P.B * P.H, 1, [&](int64_t lo, int64_t hi) {
-          for (int64_t t = lo; t < hi; ++t) {
-            if (t % 2 == 0)
-              backward_queries(P, t / 2, g, op_out, d, dq.data<T>());
-            else
-              backward_keys(P, t / 2, g, op_out, d, dk.data<T>(), dv.data<T>());
+      if (causal) {  // one task per head: the suffix pass reads the gz the prefix pass left ([B, H, N], as den)
+        Tensor gz = empty({P.B, P.H, P.N}, qd.dtype());
+        parallel_for(0, P.B * P.H, 1, [&](int64_t lo, int64_t hi) {
+          for (int64_t bh = lo; bh < hi; ++bh) {
+            backward_queries(P, bh, g, op_out, d, gz.data<T>() + bh * P.N, dq.data<T>());
+            backward_keys(P, bh, g, op_out, d, gz.data<T>() + bh * P.N, dk.data<T>(), dv.data<T>());
           }
         });
-      else
+      } else {
         parallel_for(0, P.B * P.H, 1, [&](int64_t lo, int64_t hi) {
           for (int64_t bh = lo; bh < hi; ++bh)
             backward_whole(P, bh, g, op_out, d, dq.data<T>(), dk.data<T>(), dv.data<T>());
         });
+      }
     });
     return std::vector<Tensor>{dq, dk, dv};
   });
