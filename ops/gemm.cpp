@@ -321,17 +321,22 @@ void gemm_dot_blocks(const GemmArgs<float>& g, gemm_detail::DotBlockFn fn, bool 
 
 // Small products (see in_place), and those with few rows (B would be packed for little reuse): A is read in place
 // (only the rows past the last full tile are packed), B too when its rows are contiguous, else one panel at a time.
+// Rows past the last full tile that fit the short tile run on it (64 = 4 x 14 + 8 on AVX-512: no 14-row tile for 8
+// rows, nor its copy in and out of C).
 template <class T>
 void gemm_small(const GemmArgs<T>& g, const KernelSet<T>& ks, bool threaded) {
   const int64_t mr = ks.mr, nr = ks.nr, full = g.M / mr * mr, n_panels = ceil_div(g.N, nr);
+  const bool short_tail = ks.mr_short > 0 && g.M - full <= ks.mr_short;
+  const int64_t tail_mr = short_tail ? ks.mr_short : mr;
+  const gemm_detail::MicroKernel<T> tail_kernel = short_tail ? ks.kernel_short : ks.kernel;
   parallel_for(0, n_panels, threaded ? 1 : n_panels, [&](int64_t lo, int64_t hi) {
     for (int64_t k0 = 0; k0 < g.K; k0 += ks.kc) {
       const int64_t kc = std::min(ks.kc, g.K - k0);
       const bool load_c = g.accumulate || k0 > 0;
       T* tail = nullptr;
       if (full < g.M) {
-        tail = scratch<T>(kSlotA, mr * kc);
-        pack_a(g, ks, full, g.M - full, k0, kc, tail);
+        tail = scratch<T>(kSlotA, tail_mr * kc);
+        pack_a(g, ks, tail_mr, full, g.M - full, k0, kc, tail);
       }
       for (int64_t q = lo; q < hi; ++q) {
         const int64_t n0 = q * nr, cols = std::min(nr, g.N - n0);
@@ -347,7 +352,9 @@ void gemm_small(const GemmArgs<T>& g, const KernelSet<T>& ks, bool threaded) {
         for (int64_t m = 0; m < full; m += mr)
           run_tile(ks, kc, g.A + m * g.a_rs + k0 * g.a_cs, g.a_rs, g.a_cs, b, ldb, c + m * g.c_rs, g.c_rs, mr, cols,
                    load_c, bias);
-        if (tail) run_tile(ks, kc, tail, 1, mr, b, ldb, c + full * g.c_rs, g.c_rs, g.M - full, cols, load_c, bias);
+        if (tail)
+          run_tile(ks, tail_mr, tail_kernel, kc, tail, 1, tail_mr, b, ldb, c + full * g.c_rs, g.c_rs, g.M - full, cols,
+                   load_c, bias);
       }
     }
   });

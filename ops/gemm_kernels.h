@@ -45,6 +45,7 @@ struct KernelSet {
   MicroKernel<T> kernel = nullptr;
   // A tile of fewer rows on the same B panels (0: none), for products of a few rows (gemm with PackedB): their rows
   // split into tiles of mr and mr_short rows with the fewest padding rows (32 = 4 x 8 on AVX-512, not 14 + 14 + 4).
+  // The small-product path runs its last rows on it when they fit (64 = 4 x 14 + 8).
   int64_t mr_short = 0;
   MicroKernel<T> kernel_short = nullptr;
   TransposeFn<T> transpose = nullptr;

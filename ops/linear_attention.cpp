@@ -19,15 +19,18 @@ namespace eng {
 ENG_REGISTER_OP("linear_attention");
 ENG_REGISTER_OP("causal_linear_attention");
 
-// Both kernels carry the denominator as one more value column: with V⁺ = [V, 1] (E = Dv + 1 columns),
+// The non-causal kernel carries the denominator as one more value column: with V⁺ = [V, 1] (E = Dv + 1 columns),
 // Y = φ(Q) S⁺ holds the numerators in its first Dv columns and φ(q_i)ᵀ z in the last, so one product
-// serves both. The backward does the same with G⁺_i = [G_i / d_i, −(G_i · out_i) / d_i], the gradient
-// of Y_i through out_i = Y_i[:Dv] / d_i, d_i = Y_i[Dv] + eps.
+// serves both. Its backward does the same with G⁺_i = [G_i / d_i, −(G_i · out_i) / d_i], the gradient
+// of Y_i through out_i = Y_i[:Dv] / d_i, d_i = Y_i[Dv] + eps. The causal kernels keep z and the ones apart
+// (vector loops, and terms folded into the chunk's triangle), since there a 65th column is a third 32-column
+// kernel panel on most of the products, and [V, 1] a copy of v in each of the three passes.
 namespace {
 
 // 56 = 4 x the AVX-512 kernel's 14 rows: products of that many rows run on the operands in place, without the
 // packing a 64-row chunk's products paid on every call (bench attention causal-linear, N = 16384: about 15 % less CPU
-// time than 64, measured against 32, 42, 48 and 64).
+// time than 64, measured against 32, 42, 48 and 64). With the triangle products by tiles (triangle_product),
+// 28, 42, 56 and 64 ran within the noise of each other (N = 1024, CPU time, 6 alternating rounds).
 constexpr int64_t kChunk = 56;
 
 // Branch-free forms, so that the loops over a row vectorise; fast_exp is exact for f64, ~2e-7 for f32.
@@ -58,16 +61,6 @@ struct Problem {
   T eps = 0;
   std::vector<int64_t> key_lengths;
   int64_t key_end(int64_t b) const { return key_lengths.empty() ? L : key_lengths[size_t(b)]; }
-};
-
-// Per-thread scratch for one chunk of C positions.
-template <class T>
-struct Chunk {
-  std::vector<T> fq, fk, ve, ge, a, y, grad;  // [C, M], [C, M], [C, E], [C, E], [C, C], [C, E], [C, max(M, E)]
-  std::vector<T> s;                         // the running state S⁺ (or R⁺ in the suffix pass), [M, E]
-  Chunk(int64_t M, int64_t E)
-      : fq(size_t(kChunk * M)), fk(size_t(kChunk * M)), ve(size_t(kChunk * E)), ge(size_t(kChunk * E)),
-        a(size_t(kChunk * kChunk)), y(size_t(kChunk * E)), grad(size_t(kChunk * std::max(M, E))), s(size_t(M * E)) {}
 };
 
 // dst [rows, M] = φ(x rows r0 ..), rows at or beyond `end` zeroed (padding, after the feature map).
@@ -114,51 +107,43 @@ struct OutputGrad {
   int64_t cs = 1;  // column stride
 };
 
-// G⁺ [rows, E] from the output gradient, the output and the denominators (contiguous).
+// Σ a_i b_i and Σ a_i over a row; f32 through the SIMD kernels (a float sum written as a loop stays scalar).
+template <class T>
+T row_dot(const T* a, const T* b, int64_t n) {
+  T s = 0;
+  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+inline float row_dot(const float* a, const float* b, int64_t n) { return vec_kernels().dot(a, b, n); }
+template <class T>
+T row_sum(const T* a, int64_t n) {
+  T s = 0;
+  for (int64_t i = 0; i < n; ++i) s += a[i];
+  return s;
+}
+inline float row_sum(const float* a, int64_t n) { return vec_kernels().sum(a, n); }
+
+// gs_i = G_i / d_i (rows `ld` apart) and, unless gz is null, gz_i = -(G_i · out_i) / d_i (`gz_step` apart): the
+// gradient of the numerators and of the denominator through out_i = numerator / d_i, from the output gradient, the
+// output and the denominators (contiguous).
 template <class T>
 void load_output_grad(const Problem<T>& P, const OutputGrad<T>& go, const T* out, const T* den, int64_t bh, int64_t r0,
-                      int64_t rows, T* dst) {
+                      int64_t rows, T* gs, int64_t ld, T* gz, int64_t gz_step) {
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t row = bh * P.N + r0 + i;
     const T* g = go.rows.at(bh / P.H, bh % P.H, r0 + i);
-    const T* o = out + row * P.Dv;
-    const T inv = T(1) / den[row];
-    T dot = 0;
-    T* d = dst + i * P.E;
-    if (go.cs == 1) {  // the usual case, a loop that vectorises
-      for (int64_t c = 0; c < P.Dv; ++c) {
-        d[c] = g[c] * inv;
-        dot += g[c] * o[c];
-      }
-    } else {
-      for (int64_t c = 0; c < P.Dv; ++c) {
-        d[c] = g[c * go.cs] * inv;
-        dot += g[c * go.cs] * o[c];
-      }
+    T* d = gs + i * ld;
+    if (go.cs != 1) {  // gathered into the destination row first, so that the loops below vectorise
+      if (go.cs == 0)  // broadcast along the row (the gradient of a sum)
+        std::fill(d, d + P.Dv, g[0]);
+      else
+        for (int64_t c = 0; c < P.Dv; ++c) d[c] = g[c * go.cs];
+      g = d;
     }
-    d[P.Dv] = -dot * inv;
+    const T inv = T(1) / den[row];
+    if (gz) gz[i * gz_step] = -row_dot(g, out + row * P.Dv, P.Dv) * inv;
+    for (int64_t c = 0; c < P.Dv; ++c) d[c] = g[c] * inv;
   }
-}
-
-// Keeps the lower (j <= i) or upper (j >= i) triangle of a [rows, rows] tile, zeroing the rest.
-template <class T>
-void keep_triangle(T* a, int64_t rows, bool lower) {
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < rows; ++j)
-      if (lower ? j > i : j < i) a[i * rows + j] = T(0);
-}
-
-// S⁺ += Fkᵀ V⁺ for one chunk.
-template <class T>
-void absorb(const Problem<T>& P, Chunk<T>& c, int64_t rows) {
-  tile_product<T>(P.M, P.E, rows, c.fk.data(), 1, P.M, c.ve.data(), P.E, 1, c.s.data(), P.E, true);
-}
-
-// φ(K) and V⁺ of key rows r0 .. r0+rows into the chunk.
-template <class T>
-void load_keys(const Problem<T>& P, Chunk<T>& c, int64_t b, int64_t h, int64_t r0, int64_t rows, int64_t kend) {
-  load_features(P, P.k, b, h, r0, rows, kend, c.fk.data());
-  load_values(P, b, h, r0, rows, c.ve.data());
 }
 
 // ∂L/∂φ(x) in `grad` [rows, M] -> ∂L/∂x rows r0 .. of dst (contiguous [.., M]), with φ(x) of those rows in
@@ -211,70 +196,173 @@ void store_values_grad(const Problem<T>& P, int64_t bh, int64_t r0, int64_t rows
   for (int64_t i = 0; i < rows; ++i) std::copy(gv + i * P.E, gv + i * P.E + P.Dv, dv + (bh * P.L + r0 + i) * P.Dv);
 }
 
-// Causal forward of one head, chunk by chunk.
+// Per-thread scratch of the causal kernels for one chunk of C positions.
+template <class T>
+struct Chunk {
+  std::vector<T> fq, fk, gs, a, grad;  // φ(Q), φ(K) [C, M]; G / d [C, Dv]; a triangle [C, C]; ∂L/∂φ [C, M]
+  std::vector<T> s, z;                 // the running state S [M, Dv], z [M] (R and r in the suffix pass)
+  Chunk(int64_t M, int64_t Dv)
+      : fq(size_t(kChunk * M)), fk(size_t(kChunk * M)), gs(size_t(kChunk * Dv)), a(size_t(kChunk * kChunk)),
+        grad(size_t(kChunk * M)), s(size_t(M * Dv)), z(size_t(M)) {}
+};
+
+// acc [M] += Σ_i w_i x_i over the rows of x [rows, M] (w = null: all weights 1): z and r absorb a chunk.
+template <class T>
+void add_rows(const T* x, const T* w, int64_t rows, int64_t M, T* acc) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const T wi = w ? w[i] : T(1);
+    for (int64_t m = 0; m < M; ++m) acc[m] += wi * x[i * M + m];
+  }
+}
+
+// ∂L/∂q rows r0 .. r0+rows (never padded) from ∂L/∂φ(q) in c.grad, the features recomputed into c.fq for the
+// slope; elu+1 on adjacent f32 rows in one pass of the SIMD elu backward instead (the same slope: 1 above 0, e^x below).
+template <class T>
+void store_query_grad(const Problem<T>& P, int64_t b, int64_t h, int64_t r0, int64_t rows, Chunk<T>& c, T* dst) {
+  load_features(P, P.q, b, h, r0, rows, P.N, c.fq.data());
+  store_input_grad(P, P.q, b, h, r0, rows, P.N, c.fq.data(), c.grad.data(), dst);
+}
+inline void store_query_grad(const Problem<float>& P, int64_t b, int64_t h, int64_t r0, int64_t rows, Chunk<float>& c,
+                             float* dst) {
+  if (P.f == LinearFeature::EluPlusOne && P.q.sl == P.M)
+    vec_kernels().elu_backward(c.grad.data(), P.q.at(b, h, r0), dst, rows * P.M, 1.f);
+  else
+    store_query_grad<float>(P, b, h, r0, rows, c, dst);
+}
+
+// C [M, N] (rows c_rs) = bias + A B, the bias [N] on every row (the product starts from it: no pass of its own).
+template <class T>
+void product_with_bias(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_cs, const T* B,
+                       int64_t b_rs, int64_t b_cs, T* C, int64_t c_rs, const T* bias) {
+  GemmArgs<T> g;
+  g.M = M, g.N = N, g.K = K;
+  g.A = A, g.a_rs = a_rs, g.a_cs = a_cs;
+  g.B = B, g.b_rs = b_rs, g.b_cs = b_cs;
+  g.C = C, g.c_rs = c_rs, g.bias = bias;
+  gemm(g);
+}
+
+// The chunk's triangle products, the square's tiles computed only where the triangle reaches them (lower: columns
+// j <= i, upper: j >= i), 3/4 (lower) or 7/8 (upper) of the AVX-512 kernel's 14 x 32 tiles and 5/8 of the
+// multiply-adds against W:
+//   a = X Yᵀ by 32-column panels, each over the 14-row tiles it meets (each panel of Yᵀ packed once);
+//   fold(i, row i of a, c0, c1) for each row, the triangle's part of it [c0, c1) (the rest of the row zeroed);
+//   out (+)= a W by blocks of 14 rows, each as far along k as its rows reach.
+// X, Y [rows, K] and W [rows, n] by their row strides (columns contiguous), a [rows, rows].
+constexpr int64_t kTriangleRows = 14, kTriangleCols = 32;
+
+template <class T, class Fold>
+void triangle_product(int64_t rows, bool lower, int64_t K, const T* x, int64_t x_rs, const T* y, int64_t y_rs, T* a,
+                      Fold fold, int64_t n, const T* w, int64_t w_rs, T* out, int64_t out_rs, bool accumulate) {
+  for (int64_t j0 = 0; j0 < rows; j0 += kTriangleCols) {
+    const int64_t j1 = std::min(rows, j0 + kTriangleCols);
+    const int64_t i0 = lower ? j0 / kTriangleRows * kTriangleRows : 0;
+    const int64_t i1 = lower ? rows : std::min(rows, (j1 + kTriangleRows - 1) / kTriangleRows * kTriangleRows);
+    tile_product<T>(i1 - i0, j1 - j0, K, x + i0 * x_rs, x_rs, 1, y + j0 * y_rs, 1, y_rs, a + i0 * rows + j0, rows,
+                    false);
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    T* ai = a + i * rows;
+    const int64_t c0 = lower ? 0 : i, c1 = lower ? i + 1 : rows;
+    std::fill(ai, ai + c0, T(0));
+    std::fill(ai + c1, ai + rows, T(0));
+    fold(i, ai, c0, c1);
+  }
+  for (int64_t i0 = 0; i0 < rows; i0 += kTriangleRows) {
+    const int64_t i1 = std::min(rows, i0 + kTriangleRows), j0 = lower ? 0 : i0, j1 = lower ? i1 : rows;
+    tile_product<T>(i1 - i0, n, j1 - j0, a + i0 * rows + j0, rows, 1, w + j0 * w_rs, w_rs, 1, out + i0 * out_rs,
+                    out_rs, accumulate);
+  }
+}
+
+// Causal forward of one head, chunk by chunk: Y = Fq S + tril(Fq Fkᵀ) V straight into the output rows, the
+// denominators d_i = φ(q_i)·z + Σ_{j<=i} (Fq Fkᵀ)_ij + eps beside it, then S += Fkᵀ V, z += Σ φ(k_j).
 template <class T>
 void forward_head(const Problem<T>& P, int64_t bh, T* out, T* den) {
-  const int64_t b = bh / P.H, h = bh % P.H, M = P.M, E = P.E, kend = P.key_end(b);
-  Chunk<T> c(M, E);
+  const int64_t b = bh / P.H, h = bh % P.H, M = P.M, Dv = P.Dv, kend = P.key_end(b);
+  Chunk<T> c(M, Dv);
   for (int64_t r0 = 0; r0 < P.N; r0 += kChunk) {
     const int64_t rows = std::min(kChunk, P.N - r0);
+    const T* v = P.v.at(b, h, r0);  // read in place, rows P.v.sl apart
+    T* y = out + (bh * P.N + r0) * Dv;
+    T* d = den + bh * P.N + r0;
     load_features(P, P.q, b, h, r0, rows, P.N, c.fq.data());
-    tile_product<T>(rows, E, M, c.fq.data(), M, 1, c.s.data(), E, 1, c.y.data(), E, false);  // Y = Fq S⁺_prev
-    // Y += tril(Fq Fkᵀ) V⁺ within the chunk, then S⁺ absorbs the chunk
-    load_keys(P, c, b, h, r0, rows, kend);
-    tile_product<T>(rows, rows, M, c.fq.data(), M, 1, c.fk.data(), 1, M, c.a.data(), rows, false);
-    keep_triangle(c.a.data(), rows, true);
-    tile_product<T>(rows, E, rows, c.a.data(), rows, 1, c.ve.data(), E, 1, c.y.data(), E, true);
-    absorb(P, c, rows);
-    store_output(P, bh, r0, rows, c.y.data(), out, den);
+    load_features(P, P.k, b, h, r0, rows, kend, c.fk.data());
+    tile_product<T>(rows, Dv, M, c.fq.data(), M, 1, c.s.data(), Dv, 1, y, Dv, false);
+    auto denominator = [&](int64_t i, const T* ai, int64_t c0, int64_t c1) {
+      d[i] = row_dot(c.fq.data() + i * M, c.z.data(), M) + row_sum(ai + c0, c1 - c0) + P.eps;
+    };
+    triangle_product<T>(rows, true, M, c.fq.data(), M, c.fk.data(), M, c.a.data(), denominator, Dv, v, P.v.sl, y, Dv,
+                        true);
+    tile_product<T>(M, Dv, rows, c.fk.data(), 1, M, v, P.v.sl, 1, c.s.data(), Dv, true);
+    add_rows<T>(c.fk.data(), nullptr, rows, M, c.z.data());
+    for (int64_t i = 0; i < rows; ++i) {
+      const T inv = T(1) / d[i];
+      for (int64_t j = 0; j < Dv; ++j) y[i * Dv + j] *= inv;
+    }
   }
 }
 
-// ∇q: the prefix pass. ∂L/∂φ(q_i) = G⁺_i S⁺_iᵀ, with S⁺_i = Σ_{j<=i} φ(k_j) v⁺_jᵀ.
+// ∇q: the prefix pass. ∂L/∂φ(q_i) = S_i gs_i + gz_i z_i with gs_i = G_i / d_i, gz_i = -(G_i · out_i) / d_i and
+// S_i, z_i the sums over j <= i; per chunk Gs Sᵀ + gz zᵀ + A Fk, A_ij = gs_i · v_j + gz_i for j <= i. Leaves the
+// head's gz_i in gzh [N] for the suffix pass.
 template <class T>
-void backward_queries(const Problem<T>& P, int64_t bh, const OutputGrad<T>& go, const T* out, const T* den, T* dq) {
-  const int64_t b = bh / P.H, h = bh % P.H, M = P.M, E = P.E, kend = P.key_end(b);
-  Chunk<T> c(M, E);
+void backward_queries(const Problem<T>& P, int64_t bh, const OutputGrad<T>& go, const T* out, const T* den, T* gzh,
+                      T* dq) {
+  const int64_t b = bh / P.H, h = bh % P.H, M = P.M, Dv = P.Dv, kend = P.key_end(b);
+  Chunk<T> c(M, Dv);
   for (int64_t r0 = 0; r0 < P.N; r0 += kChunk) {
     const int64_t rows = std::min(kChunk, P.N - r0);
-    load_output_grad(P, go, out, den, bh, r0, rows, c.ge.data());
-    tile_product<T>(rows, M, E, c.ge.data(), E, 1, c.s.data(), 1, E, c.grad.data(), M, false);  // G⁺ S⁺ᵀ
-    // + tril(G⁺ V⁺ᵀ) Fk within the chunk
-    load_keys(P, c, b, h, r0, rows, kend);
-    tile_product<T>(rows, rows, E, c.ge.data(), E, 1, c.ve.data(), 1, E, c.a.data(), rows, false);
-    keep_triangle(c.a.data(), rows, true);
-    tile_product<T>(rows, M, rows, c.a.data(), rows, 1, c.fk.data(), M, 1, c.grad.data(), M, true);
-    absorb(P, c, rows);
-    load_features(P, P.q, b, h, r0, rows, P.N, c.fq.data());
-    store_input_grad(P, P.q, b, h, r0, rows, P.N, c.fq.data(), c.grad.data(), dq + (bh * P.N + r0) * M);
+    const T* v = P.v.at(b, h, r0);  // read in place, rows P.v.sl apart
+    T* gz = gzh + r0;
+    load_output_grad(P, go, out, den, bh, r0, rows, c.gs.data(), Dv, gz, 1);
+    load_features(P, P.k, b, h, r0, rows, kend, c.fk.data());
+    tile_product<T>(rows, M, Dv, c.gs.data(), Dv, 1, c.s.data(), 1, Dv, c.grad.data(), M, false);
+    for (int64_t i = 0; i < rows; ++i) {
+      T* gi = c.grad.data() + i * M;
+      for (int64_t m = 0; m < M; ++m) gi[m] += gz[i] * c.z[size_t(m)];
+    }
+    auto add_gz = [&](int64_t i, T* ai, int64_t c0, int64_t c1) {
+      for (int64_t j = c0; j < c1; ++j) ai[j] += gz[i];
+    };
+    triangle_product<T>(rows, true, Dv, c.gs.data(), Dv, v, P.v.sl, c.a.data(), add_gz, M, c.fk.data(), M,
+                        c.grad.data(), M, true);
+    tile_product<T>(M, Dv, rows, c.fk.data(), 1, M, v, P.v.sl, 1, c.s.data(), Dv, true);
+    add_rows<T>(c.fk.data(), nullptr, rows, M, c.z.data());
+    store_query_grad(P, b, h, r0, rows, c, dq + (bh * P.N + r0) * M);
   }
 }
 
-// ∇k and ∇v: the suffix pass, with R⁺_j = Σ_{i>=j} φ(q_i) G⁺_iᵀ:
-// ∂L/∂φ(k_j) = R⁺_j v⁺_j and ∂L/∂v⁺_j = R⁺_jᵀ φ(k_j).
+// ∇k and ∇v: the suffix pass, with R_j = Σ_{i>=j} φ(q_i) gs_iᵀ and r_j = Σ_{i>=j} gz_i φ(q_i):
+// ∂L/∂v_j = R_jᵀ φ(k_j) and ∂L/∂φ(k_j) = R_j v_j + r_j; per chunk Fk R + triu(Fk Fqᵀ) Gs and
+// V Rᵀ + 1 rᵀ + A Fq, A_ji = v_j · gs_i + gz_i for i >= j; gz_i from the prefix pass (gzh), which spares a second
+// read of the output.
 template <class T>
-void backward_keys(const Problem<T>& P, int64_t bh, const OutputGrad<T>& go, const T* out, const T* den, T* dk,
-                   T* dv) {
-  const int64_t b = bh / P.H, h = bh % P.H, M = P.M, E = P.E, kend = P.key_end(b);
-  Chunk<T> c(M, E);
+void backward_keys(const Problem<T>& P, int64_t bh, const OutputGrad<T>& go, const T* out, const T* den, const T* gzh,
+                   T* dk, T* dv) {
+  const int64_t b = bh / P.H, h = bh % P.H, M = P.M, Dv = P.Dv, kend = P.key_end(b);
+  Chunk<T> c(M, Dv);
   for (int64_t r0 = (P.L - 1) / kChunk * kChunk; r0 >= 0; r0 -= kChunk) {
     const int64_t rows = std::min(kChunk, P.L - r0);
-    load_keys(P, c, b, h, r0, rows, kend);
+    const T* v = P.v.at(b, h, r0);  // read in place, rows P.v.sl apart
+    T* gv = dv + (bh * P.L + r0) * Dv;
+    load_features(P, P.k, b, h, r0, rows, kend, c.fk.data());
     load_features(P, P.q, b, h, r0, rows, P.N, c.fq.data());
-    load_output_grad(P, go, out, den, bh, r0, rows, c.ge.data());
-    // ∂L/∂v⁺ = Fk R⁺ + triu(Fk Fqᵀ) G⁺ within the chunk, into y.
-    tile_product<T>(rows, E, M, c.fk.data(), M, 1, c.s.data(), E, 1, c.y.data(), E, false);
-    tile_product<T>(rows, rows, M, c.fk.data(), M, 1, c.fq.data(), 1, M, c.a.data(), rows, false);
-    keep_triangle(c.a.data(), rows, false);
-    tile_product<T>(rows, E, rows, c.a.data(), rows, 1, c.ge.data(), E, 1, c.y.data(), E, true);
-    // ∂L/∂φ(k) = V⁺ R⁺ᵀ + triu(V⁺ G⁺ᵀ) Fq within the chunk, into grad.
-    tile_product<T>(rows, M, E, c.ve.data(), E, 1, c.s.data(), 1, E, c.grad.data(), M, false);
-    tile_product<T>(rows, rows, E, c.ve.data(), E, 1, c.ge.data(), 1, E, c.a.data(), rows, false);
-    keep_triangle(c.a.data(), rows, false);
-    tile_product<T>(rows, M, rows, c.a.data(), rows, 1, c.fq.data(), M, 1, c.grad.data(), M, true);
-    tile_product<T>(M, E, rows, c.fq.data(), 1, M, c.ge.data(), E, 1, c.s.data(), E, true);  // R⁺ += Fqᵀ G⁺
+    const T* gz = gzh + r0;
+    load_output_grad<T>(P, go, out, den, bh, r0, rows, c.gs.data(), Dv, nullptr, 1);
+    tile_product<T>(rows, Dv, M, c.fk.data(), M, 1, c.s.data(), Dv, 1, gv, Dv, false);
+    auto none = [](int64_t, T*, int64_t, int64_t) {};
+    triangle_product<T>(rows, false, M, c.fk.data(), M, c.fq.data(), M, c.a.data(), none, Dv, c.gs.data(), Dv, gv, Dv,
+                        true);
+    product_with_bias<T>(rows, M, Dv, v, P.v.sl, 1, c.s.data(), 1, Dv, c.grad.data(), M, c.z.data());  // V Rᵀ + 1 rᵀ
+    auto add_gz = [&](int64_t, T* aj, int64_t c0, int64_t c1) {
+      for (int64_t i = c0; i < c1; ++i) aj[i] += gz[i];
+    };
+    triangle_product<T>(rows, false, Dv, v, P.v.sl, c.gs.data(), Dv, c.a.data(), add_gz, M, c.fq.data(), M,
+                        c.grad.data(), M, true);
+    tile_product<T>(M, Dv, rows, c.fq.data(), 1, M, c.gs.data(), Dv, 1, c.s.data(), Dv, true);  // R += Fqᵀ Gs
+    add_rows(c.fq.data(), gz, rows, M, c.z.data());                                   // r += Fqᵀ gz
     store_input_grad(P, P.k, b, h, r0, rows, kend, c.fk.data(), c.grad.data(), dk + (bh * P.L + r0) * M);
-    store_values_grad(P, bh, r0, rows, c.y.data(), dv);
   }
 }
 
@@ -314,7 +402,7 @@ void backward_whole(const Problem<T>& P, int64_t bh, const OutputGrad<T>& go, co
   const T *fq = w.fq.template data<T>(), *fk = w.fk.template data<T>(), *ve = w.ve.template data<T>();
   Tensor ge = empty({N, E}, P.dtype), r = empty({M, E}, P.dtype), gf = empty({std::max(N, L), M}, P.dtype);
   Tensor gv = empty({L, E}, P.dtype);
-  load_output_grad(P, go, out, den, bh, 0, N, ge.data<T>());
+  load_output_grad(P, go, out, den, bh, 0, N, ge.data<T>(), E, ge.data<T>() + P.Dv, E);
   tile_product<T>(N, M, E, ge.data<T>(), E, 1, w.s.template data<T>(), 1, E, gf.data<T>(), M, false);
   store_input_grad(P, P.q, w.b, w.h, 0, N, N, fq, gf.data<T>(), dq + bh * N * M);
   tile_product<T>(M, E, N, fq, 1, M, ge.data<T>(), E, 1, r.data<T>(), E, false);
@@ -374,20 +462,20 @@ Tensor linear_attention_impl(const Tensor& q, const Tensor& k, const Tensor& v, 
       const Problem<T> P = make_problem<T>(qd, kd, vd, args);
       const OutputGrad<T> g{rows_of<T>(grad), grad.strides()[3]};
       const T *op_out = o.data<T>(), *d = den.data<T>();
-      if (causal)  // one task per (head, pass): the two passes are independent
-        parallel_for(0, 2 * P.B * P.H, 1, [&](int64_t lo, int64_t hi) {
-          for (int64_t t = lo; t < hi; ++t) {
-            if (t % 2 == 0)
-              backward_queries(P, t / 2, g, op_out, d, dq.data<T>());
-            else
-              backward_keys(P, t / 2, g, op_out, d, dk.data<T>(), dv.data<T>());
+      if (causal) {  // one task per head: the suffix pass reads the gz the prefix pass left ([B, H, N], as den)
+        Tensor gz = empty({P.B, P.H, P.N}, qd.dtype());
+        parallel_for(0, P.B * P.H, 1, [&](int64_t lo, int64_t hi) {
+          for (int64_t bh = lo; bh < hi; ++bh) {
+            backward_queries(P, bh, g, op_out, d, gz.data<T>() + bh * P.N, dq.data<T>());
+            backward_keys(P, bh, g, op_out, d, gz.data<T>() + bh * P.N, dk.data<T>(), dv.data<T>());
           }
         });
-      else
+      } else {
         parallel_for(0, P.B * P.H, 1, [&](int64_t lo, int64_t hi) {
           for (int64_t bh = lo; bh < hi; ++bh)
             backward_whole(P, bh, g, op_out, d, dq.data<T>(), dk.data<T>(), dv.data<T>());
         });
+      }
     });
     return std::vector<Tensor>{dq, dk, dv};
   });

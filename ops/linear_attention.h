@@ -10,8 +10,9 @@
 //
 // Cost per head: O(N·M·Dv) time. Causal: computed in chunks of C = 56 positions, so most of the work is
 // GEMM; extra memory O(C·C + M·Dv) per thread plus the denominators (N floats per head), in forward AND
-// backward: the backward is the paper's Algorithm 1, a prefix pass for ∇q and a suffix pass for ∇k, ∇v,
-// never materialising the N states. Non-causal: whole-sequence GEMMs over per-thread buffers of the head's
+// backward (there N more per head: the prefix pass leaves each row's gradient scalar for the suffix pass): the
+// backward is the paper's Algorithm 1, a prefix pass for ∇q and a suffix pass for ∇k, ∇v, never materialising the
+// N states. Non-causal: whole-sequence GEMMs over per-thread buffers of the head's
 // features and values, O(N·(M + Dv)) while the head runs.
 #pragma once
 #include <cstdint>

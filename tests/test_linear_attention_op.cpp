@@ -174,6 +174,34 @@ TEST_CASE("linear attention: an output gradient of any strides (broadcast, trans
   }
 }
 
+TEST_CASE("causal linear attention in f32 at 64-wide heads == f64, across chunks, for any output gradient") {
+  // 64 x 64 heads take the f32 SIMD paths (the 14 x 32 tiles of the triangle products, the SIMD dots, the elu
+  // backward of ∇q); N = 150 is two chunks of 56 and a part. The gradient of a sum is a scalar broadcast (column
+  // stride 0), which must give the bits of its contiguous copy.
+  const int64_t B = 1, H = 2, N = 150, M = 64, Dv = 64;
+  const std::vector<Tensor> x = {uniform({B, H, N, M}, 1, -2, 2), uniform({B, H, N, M}, 2, -2, 2),
+                                 uniform({B, H, N, Dv}, 3)};
+  for (int broadcast = 0; broadcast < 2; ++broadcast) {
+    CAPTURE(broadcast);
+    std::vector<Tensor> got[3];  // f64, f32, f32 with the gradient copied contiguous
+    for (int run = 0; run < 3; ++run) {
+      const DType dt = run == 0 ? DType::F64 : DType::F32;
+      const Tensor g = broadcast ? expand(reshape(uniform({1}, 5).to(dt), {1, 1, 1, 1}), {B, H, N, Dv})
+                                 : uniform({B, H, N, Dv}, 4).to(dt);
+      std::vector<Tensor> l;
+      for (const Tensor& t : x) l.push_back(t.to(dt).detach().set_requires_grad(true));
+      Tensor y = causal_linear_attention(l[0], l[1], l[2]);
+      y.backward(run == 2 ? g.contiguous() : g);
+      got[run] = {y.detach(), l[0].grad(), l[1].grad(), l[2].grad()};
+    }
+    for (size_t i = 0; i < 4; ++i) {
+      CAPTURE(i);
+      CHECK(eng::test::allclose(got[1][i].to(DType::F64), got[0][i], 1e-4, 1e-5));
+      CHECK(got[1][i].to_vector() == got[2][i].to_vector());
+    }
+  }
+}
+
 TEST_CASE("linear attention step == the causal parallel form at every position; cross form reads a fixed state") {
   const int64_t B = 2, H = 2, N = 9, M = 4, Dv = 3;
   Tensor q = uniform({B, H, N, M}, 1), k = uniform({B, H, N, M}, 2), v = uniform({B, H, N, Dv}, 3);
