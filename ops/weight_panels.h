@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <vector>
 
 #include "ops/gemm.h"
 
@@ -21,10 +22,14 @@ class WeightPanels {
  public:
   // The panels of B = g.B (K x N, strides b_rs and b_cs), packed on first use.
   const PackedB& get(const GemmArgs<float>& g);
-  size_t size() const { return panels_.size(); }
+  // The panels of weights W_i [N_i, K] (row-major) side by side, B = [W_0ᵀ W_1ᵀ ...] (K x ΣN_i), packed on first
+  // use: their products with one input then run as one (ops/matmul.h, linear_stacked).
+  const PackedB& get_stacked(const std::vector<const float*>& weights, const std::vector<int64_t>& rows, int64_t K);
+  size_t size() const { return panels_.size() + stacked_.size(); }
 
  private:
   std::map<std::tuple<const float*, int64_t, int64_t, int64_t, int64_t>, std::unique_ptr<PackedB>> panels_;
+  std::map<std::tuple<std::vector<const float*>, std::vector<int64_t>, int64_t>, std::unique_ptr<PackedB>> stacked_;
 };
 
 // The cache of this thread's innermost scope, or null.
