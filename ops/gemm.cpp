@@ -532,10 +532,13 @@ RowTiles row_tiles(int64_t M, const KernelSet<float>& ks) {
 
 // gemm_small with B's panels ready: A read in place or packed once (a few rows, in tiles of both heights, every k
 // slice), then the panels split over the threads.
-void gemm(const GemmArgs<float>& g, const PackedB& b) {
+void gemm(const GemmArgs<float>& g, const PackedB& b, RowMap then) {
   ENG_CHECK(b.K == g.K && b.N == g.N, "gemm: packed B is ", b.K, " x ", b.N, ", the product needs ", g.K, " x ", g.N);
-  if (g.precision != GemmPrecision::F32 || g.M <= kDotRows || b.level != simd_level() || g.K <= 0)
-    return gemm(g);
+  if (g.precision != GemmPrecision::F32 || g.M <= kDotRows || b.level != simd_level() || g.K <= 0) {
+    gemm(g);
+    for (int64_t m = 0; m < g.M && then; ++m) then(g.C + m * g.c_rs, g.C + m * g.c_rs, g.N);
+    return;
+  }
   const KernelSet<float>& ks = kernels_for<float>(b.level);
   const int64_t nr = ks.nr, np = ceil_div(g.N, nr);
   const RowTiles t = row_tiles(g.M, ks);
@@ -568,6 +571,8 @@ void gemm(const GemmArgs<float>& g, const PackedB& b) {
         }
       }
     }
+    const int64_t n0 = lo * nr, n1 = std::min(g.N, hi * nr);
+    for (int64_t m = 0; m < g.M && then; ++m) then(g.C + m * g.c_rs + n0, g.C + m * g.c_rs + n0, n1 - n0);
   });
 }
 

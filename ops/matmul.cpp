@@ -7,6 +7,7 @@
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "engine/threadpool.h"
+#include "engine/vec_kernels.h"
 #include "ops/bias_activation.h"
 #include "ops/cuda/dispatch.h"
 #include "ops/gemm.h"
@@ -132,9 +133,14 @@ WeightPanels* panels_for(const Tensor& x, const std::vector<Tensor>& weights, co
   return cache;
 }
 
-// y [rows, N] = x · Bᵀ + bias against B's panels.
+// bias_activation's relu, as it maps each value (NaN and -0 kept).
+void relu_row(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] < 0 ? 0.f : x[i];
+}
+
+// y [rows, N] = then(x · Bᵀ + bias) against B's panels.
 Tensor product_with_panels(const Tensor& x, int64_t N, const PackedB& b, const GemmArgs<float>& weight_args,
-                           const float* bias) {
+                           const float* bias, RowMap then = nullptr) {
   std::vector<int64_t> shape = x.shape();
   shape.back() = N;
   Tensor y = empty(shape, DType::F32);
@@ -143,18 +149,19 @@ Tensor product_with_panels(const Tensor& x, int64_t N, const PackedB& b, const G
   g.A = x.data<float>(), g.a_rs = g.K, g.a_cs = 1;
   g.C = y.data<float>(), g.c_rs = N;
   g.bias = bias;
-  gemm(g, b);
+  gemm(g, b, then);
   return y;
 }
 
-Tensor linear_with_panels(const Tensor& x, const Tensor& weight, const Tensor& bias, GemmPrecision precision) {
+Tensor linear_with_panels(const Tensor& x, const Tensor& weight, const Tensor& bias, GemmPrecision precision,
+                          RowMap then = nullptr) {
   WeightPanels* cache = panels_for(x, {weight}, {bias}, precision);
   if (!cache) return Tensor();
   GemmArgs<float> g;
   g.N = weight.size(0), g.K = weight.size(1);
   g.B = weight.data<float>(), g.b_rs = 1, g.b_cs = g.K;  // Wᵀ
   const Tensor b = bias.contiguous();
-  return product_with_panels(x, g.N, cache->get(g), g, b.data<float>());
+  return product_with_panels(x, g.N, cache->get(g), g, b.data<float>(), then);
 }
 
 }  // namespace
@@ -176,6 +183,20 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     return std::vector<Tensor>{batched_matmul(g, w, precision), batched_matmul(transpose(g2, 0, 1), x2, precision),
                                sum(g2, {0})};
   });
+}
+
+Tensor linear_activation(const Tensor& x, const Tensor& weight, const Tensor& bias, BiasActivation act) {
+  RowMap then = nullptr;
+  switch (act) {
+    case BiasActivation::None: return linear(x, weight, bias);
+    case BiasActivation::Relu: then = relu_row; break;
+    case BiasActivation::GeluErf: then = vec_kernels().gelu_erf; break;
+    case BiasActivation::GeluTanh: then = vec_kernels().gelu_tanh; break;
+  }
+  const bool panels = x.dim() >= 2 && !on_cuda(x) && !on_cuda(weight) && x.size(-1) == weight.size(1);
+  if (Tensor y = panels ? linear_with_panels(x, weight, bias, matmul_precision(), then) : Tensor(); y.defined())
+    return y;
+  return bias_activation(linear(x, weight, bias), Tensor(), act);
 }
 
 std::vector<Tensor> linear_stacked(const Tensor& x, const std::vector<Tensor>& weights,

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "engine/tensor.h"
+#include "ops/bias_activation.h"
 
 namespace eng {
 
@@ -13,6 +14,11 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // A Linear layer: x [..., in] · weightᵀ (weight [out, in]) + bias [out], the bias added inside the product (ops/gemm.h)
 // rather than by a pass over the output. Gradients flow to all three.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+
+// bias_activation(linear(x, weight, bias), {}, act): where generation's packed weights serve the product (see
+// linear_stacked below), the activation maps each thread's block of the output inside the product's job, while it is
+// in cache; the same bits either way.
+Tensor linear_activation(const Tensor& x, const Tensor& weight, const Tensor& bias, BiasActivation act);
 
 // linear(x, weights[i], biases[i]) for every i as one product, where generation's packed weights serve it (a
 // WeightPanelsScope active, f32, 3 to 48 rows, no gradient to record: ops/weight_panels.h): the weights' panels

@@ -76,3 +76,19 @@ TEST_CASE("weight panels: linear_stacked == linear on each weight, bit for bit, 
   CHECK(linear_stacked(randn({2, 48}, rng), {wq, wk}, {bq, bk}).empty());  // two rows: gemm's dot path
   CHECK(linear_stacked(x, {wq, wk}, {bq, Tensor()}).empty());              // a weight without bias
 }
+
+TEST_CASE("weight panels: linear_activation == bias_activation(linear), bit for bit, inside the product or not") {
+  Rng rng(23);
+  const Tensor w = randn({160, 48}, rng), b = randn({160}, rng);
+  for (int64_t rows : {2, 15, 32})
+    for (BiasActivation act :
+         {BiasActivation::None, BiasActivation::Relu, BiasActivation::GeluErf, BiasActivation::GeluTanh}) {
+      const Tensor x = randn({rows, 1, 48}, rng);
+      const Tensor want = bias_activation(linear(x, w, b), Tensor(), act);
+      WeightPanels cache;
+      NoGradGuard no_grad;
+      const WeightPanelsScope scope(cache);
+      CHECK(eng::test::max_abs_diff(linear_activation(x, w, b, act), want) == 0);
+      CHECK(cache.size() == (rows > 2 ? 1u : 0u));
+    }
+}
