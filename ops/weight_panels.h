@@ -2,7 +2,8 @@
 // every Linear layer's weight; gemm would pack the weight into its kernel's panels on every call, which on these
 // shapes costs more than the product (M = 32, d_model 256: the packing's transposes took a third of a step). While
 // a WeightPanelsScope is alive on a thread, `linear` on f32 CPU tensors without gradient and with 3 to 48 rows
-// packs each weight the first time it meets it and reuses the panels afterwards (ops/gemm.h, gemm with PackedB).
+// packs each weight the first time it meets it and reuses the panels afterwards (ops/gemm.h, gemm with PackedB);
+// so do linear_activation and linear_stacked (ops/matmul.h), the latter with its weights' panels side by side.
 //
 // The panels are keyed by the weight's data pointer and shape: the cache's owner promises that the weights it
 // serves do not change while it lives. LanguageModel::State owns one (models/transformer.h): a recurrent state
