@@ -32,9 +32,9 @@ Tensor Linear::forward_activation(const Tensor& x, BiasActivation act) const {
     return act == BiasActivation::None ? y : bias_activation(y, Tensor(), act);
   }
   // The bias goes into the product itself; an activation then reads the pre-activation it keeps for its backward.
-  Tensor y = bias.defined() ? linear(x, weight, bias) : matmul(x, transpose(weight, 0, 1));
-  if (act == BiasActivation::None) return y;
-  return bias_activation(y, Tensor(), act);
+  if (bias.defined()) return linear_activation(x, weight, bias, act);
+  const Tensor y = matmul(x, transpose(weight, 0, 1));
+  return act == BiasActivation::None ? y : bias_activation(y, Tensor(), act);
 }
 
 }  // namespace eng

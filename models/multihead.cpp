@@ -2,6 +2,7 @@
 
 #include "engine/error.h"
 #include "ops/binary.h"
+#include "ops/matmul.h"
 #include "ops/rope.h"
 #include "ops/view.h"
 
@@ -107,12 +108,20 @@ std::unique_ptr<AttentionState> MultiHeadAttention::new_state() const {
   return s;
 }
 
+std::vector<Tensor> MultiHeadAttention::project_step(const Tensor& x_t) const {
+  std::vector<Tensor> qkv = linear_stacked(x_t, {q_proj.weight, k_proj.weight, v_proj.weight},
+                                           {q_proj.bias, k_proj.bias, v_proj.bias});
+  if (qkv.empty()) qkv = {q_proj.forward(x_t), k_proj.forward(x_t), v_proj.forward(x_t)};
+  return qkv;
+}
+
 Tensor MultiHeadAttention::step(const Tensor& x_t, AttentionState& state) const {
   ENG_CHECK(x_t.dim() == 3 && x_t.size(1) == 1, "MultiHeadAttention::step: input must be [B, 1, d_model], got ",
             x_t.shape());
-  Tensor q = split_heads(q_proj.forward(x_t), cfg_.heads);
-  Tensor k = split_heads(k_proj.forward(x_t), kv_heads_);
-  Tensor v = split_heads(v_proj.forward(x_t), kv_heads_);
+  const std::vector<Tensor> qkv = project_step(x_t);
+  Tensor q = split_heads(qkv[0], cfg_.heads);
+  Tensor k = split_heads(qkv[1], kv_heads_);
+  Tensor v = split_heads(qkv[2], kv_heads_);
   if (cfg_.positional == PositionalKind::Rotary) {
     q = rope(q, state.length, cfg_.rope_theta, cfg_.rope_pairing);
     k = rope(k, state.length, cfg_.rope_theta, cfg_.rope_pairing);

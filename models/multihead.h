@@ -73,6 +73,9 @@ class MultiHeadAttention : public Module {
   Tensor split_heads(const Tensor& x, int64_t heads) const;  // [B, L, heads·Dh] -> [B, heads, L, Dh]
   Tensor expand_groups(const Tensor& kv) const;               // [B, G, L, Dh] -> [B, H, L, Dh]
   Tensor merge_heads(const Tensor& x) const;  // [B, H, L, Dh] -> [B, L, d]
+  // q, k and v of one position [B, 1, ·]: one product against the three weights stacked where generation's packed
+  // weights serve it (ops/matmul.h, linear_stacked), else the three projections.
+  std::vector<Tensor> project_step(const Tensor& x_t) const;
   // Relative positions: puts the position term of queries q [B, H, Lq, Dh] against Lk keys into mask.bias
   // and returns the content queries q + u.
   Tensor add_relative_position(const Tensor& q, int64_t Lk, AttentionMask& mask) const;

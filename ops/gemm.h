@@ -72,9 +72,15 @@ struct PackedB {
 };
 PackedB pack_b(const GemmArgs<float>& g);  // g.B, b_rs, b_cs, K and N; the rest is ignored
 
+// An elementwise map y[i] = f(x[i]) over n values (in place: x == y), e.g. an activation from engine/vec_kernels.h.
+// Its bits must not depend on where a row is split, as the SIMD kernels' lanes do not.
+using RowMap = void (*)(const float* x, float* y, int64_t n);
+
 // gemm(g) with B read from `b`, which must hold g.B's current values (the caller's to keep true). Each C element
 // is one multiply-add chain in k order from C (accumulate), the bias or 0: the bits of gemm's packed path. Takes
 // gemm(g) itself where the panels do not serve (a bf16 product, one or two rows, another kernel level).
-void gemm(const GemmArgs<float>& g, const PackedB& b);
+// `then`, when set, maps C afterwards, each job's columns of every row while they are in cache (a Linear layer's
+// activation, without a pass or a thread-pool job of its own).
+void gemm(const GemmArgs<float>& g, const PackedB& b, RowMap then = nullptr);
 
 }  // namespace eng

@@ -7,6 +7,7 @@
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "engine/threadpool.h"
+#include "engine/vec_kernels.h"
 #include "ops/bias_activation.h"
 #include "ops/cuda/dispatch.h"
 #include "ops/gemm.h"
@@ -112,27 +113,55 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 
 namespace {
 
-// Generation's products: 3 to 48 rows times a weight whose panels the thread's WeightPanels keeps
-// (ops/weight_panels.h); undefined where that does not apply (no cache, a gradient to record, other dtypes).
-Tensor linear_with_panels(const Tensor& x, const Tensor& weight, const Tensor& bias, GemmPrecision precision) {
+// Generation's products: 3 to 48 rows times weights whose panels the thread's WeightPanels keeps
+// (ops/weight_panels.h). The cache, or null where that does not apply (no cache, a gradient to record, other dtypes).
+WeightPanels* panels_for(const Tensor& x, const std::vector<Tensor>& weights, const std::vector<Tensor>& biases,
+                         GemmPrecision precision) {
   WeightPanels* cache = active_weight_panels();
-  const int64_t in = weight.size(1), out = weight.size(0), rows = x.numel() / std::max<int64_t>(in, 1);
-  if (!cache || precision != GemmPrecision::F32 || x.dtype() != DType::F32 || rows < 3 || rows > 48 ||
-      !x.is_contiguous() || !weight.is_contiguous() ||
-      (grad_enabled() && (x.requires_grad() || weight.requires_grad() || bias.requires_grad())))
-    return Tensor();
+  if (!cache || precision != GemmPrecision::F32 || x.dtype() != DType::F32 || !x.is_contiguous() ||
+      weights[0].dim() != 2)
+    return nullptr;
+  const int64_t in = weights[0].size(1), rows = x.numel() / std::max<int64_t>(in, 1);
+  if (rows < 3 || rows > 48 || x.size(-1) != in) return nullptr;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const Tensor &w = weights[i], &b = biases[i];
+    if (w.dtype() != DType::F32 || !w.is_contiguous() || w.dim() != 2 || w.size(1) != in || on_cuda(w) ||
+        !b.defined() || b.dtype() != DType::F32 || b.dim() != 1 || b.size(0) != w.size(0) ||
+        (grad_enabled() && (x.requires_grad() || w.requires_grad() || b.requires_grad())))
+      return nullptr;
+  }
+  return cache;
+}
+
+// bias_activation's relu, as it maps each value (NaN and -0 kept).
+void relu_row(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] < 0 ? 0.f : x[i];
+}
+
+// y [rows, N] = then(x · Bᵀ + bias) against B's panels.
+Tensor product_with_panels(const Tensor& x, int64_t N, const PackedB& b, const GemmArgs<float>& weight_args,
+                           const float* bias, RowMap then = nullptr) {
   std::vector<int64_t> shape = x.shape();
-  shape.back() = out;
+  shape.back() = N;
   Tensor y = empty(shape, DType::F32);
-  const Tensor b = bias.contiguous();
-  GemmArgs<float> g;
-  g.M = rows, g.N = out, g.K = in;
-  g.A = x.data<float>(), g.a_rs = in, g.a_cs = 1;
-  g.B = weight.data<float>(), g.b_rs = 1, g.b_cs = in;  // Wᵀ
-  g.C = y.data<float>(), g.c_rs = out;
-  g.bias = b.data<float>();
-  gemm(g, cache->get(g));
+  GemmArgs<float> g = weight_args;
+  g.M = x.numel() / std::max<int64_t>(g.K, 1), g.N = N;
+  g.A = x.data<float>(), g.a_rs = g.K, g.a_cs = 1;
+  g.C = y.data<float>(), g.c_rs = N;
+  g.bias = bias;
+  gemm(g, b, then);
   return y;
+}
+
+Tensor linear_with_panels(const Tensor& x, const Tensor& weight, const Tensor& bias, GemmPrecision precision,
+                          RowMap then = nullptr) {
+  WeightPanels* cache = panels_for(x, {weight}, {bias}, precision);
+  if (!cache) return Tensor();
+  GemmArgs<float> g;
+  g.N = weight.size(0), g.K = weight.size(1);
+  g.B = weight.data<float>(), g.b_rs = 1, g.b_cs = g.K;  // Wᵀ
+  const Tensor b = bias.contiguous();
+  return product_with_panels(x, g.N, cache->get(g), g, b.data<float>(), then);
 }
 
 }  // namespace
@@ -154,6 +183,47 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     return std::vector<Tensor>{batched_matmul(g, w, precision), batched_matmul(transpose(g2, 0, 1), x2, precision),
                                sum(g2, {0})};
   });
+}
+
+Tensor linear_activation(const Tensor& x, const Tensor& weight, const Tensor& bias, BiasActivation act) {
+  RowMap then = nullptr;
+  switch (act) {
+    case BiasActivation::None: return linear(x, weight, bias);
+    case BiasActivation::Relu: then = relu_row; break;
+    case BiasActivation::GeluErf: then = vec_kernels().gelu_erf; break;
+    case BiasActivation::GeluTanh: then = vec_kernels().gelu_tanh; break;
+  }
+  const bool panels = x.dim() >= 2 && !on_cuda(x) && !on_cuda(weight) && x.size(-1) == weight.size(1);
+  if (Tensor y = panels ? linear_with_panels(x, weight, bias, matmul_precision(), then) : Tensor(); y.defined())
+    return y;
+  return bias_activation(linear(x, weight, bias), Tensor(), act);
+}
+
+std::vector<Tensor> linear_stacked(const Tensor& x, const std::vector<Tensor>& weights,
+                                   const std::vector<Tensor>& biases) {
+  ENG_CHECK(!weights.empty() && weights.size() == biases.size(), "linear_stacked: ", weights.size(), " weights and ",
+            biases.size(), " biases");
+  WeightPanels* cache = x.dim() >= 1 && !on_cuda(x) ? panels_for(x, weights, biases, matmul_precision()) : nullptr;
+  if (!cache) return {};
+  std::vector<const float*> ptrs;
+  std::vector<int64_t> rows;
+  std::vector<float> bias;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    ptrs.push_back(weights[i].data<float>());
+    rows.push_back(weights[i].size(0));
+    const Tensor b = biases[i].contiguous();
+    bias.insert(bias.end(), b.data<float>(), b.data<float>() + b.numel());
+  }
+  GemmArgs<float> g;
+  g.K = weights[0].size(1);
+  const Tensor y = product_with_panels(x, int64_t(bias.size()), cache->get_stacked(ptrs, rows, g.K), g, bias.data());
+  std::vector<Tensor> out;
+  int64_t at = 0;
+  for (int64_t n : rows) {
+    out.push_back(narrow(y, y.dim() - 1, at, n));
+    at += n;
+  }
+  return out;
 }
 
 }  // namespace eng

@@ -88,3 +88,22 @@ TEST_CASE("gemm with packed B: one or two rows and bf16 products take gemm itsel
   p.g.K = 49;
   CHECK_THROWS_WITH(p.run(&b), "gemm: packed B is 50 x 40, the product needs 49 x 40");
 }
+
+TEST_CASE("gemm with packed B: a row map afterwards == the map over gemm's result, padding kept") {
+  const RowMap relu = [](const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] < 0 ? 0.f : x[i];
+  };
+  const int saved = num_threads();
+  for (int64_t M : {2, 15, 32})  // gemm itself, then packed A, then A in place
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      const Product p(M, 200, 96, true, false, 40 + uint64_t(M));
+      std::vector<float> want = p.run(nullptr), got = p.c;
+      for (int64_t m = 0; m < M; ++m) relu(want.data() + m * p.g.c_rs, want.data() + m * p.g.c_rs, p.g.N);
+      GemmArgs<float> g = p.g;
+      g.C = got.data();
+      gemm(g, pack_b(g), relu);
+      CHECK(got == want);
+    }
+  set_num_threads(saved);
+}

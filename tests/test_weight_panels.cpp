@@ -49,7 +49,46 @@ TEST_CASE("weight panels: LanguageModel::step packs each Linear of the model onc
   Tensor ids = zeros({5}, DType::I64);
   m.step(ids, state);
   const size_t packed = state.weights->size();
-  CHECK(packed >= 2 * 6);  // q, k, v, output and two feed-forward weights per layer
+  CHECK(packed >= 2 * 4);  // q, k and v stacked, output and two feed-forward weights per layer
   m.step(ids, state);
   CHECK(state.weights->size() == packed);
+}
+
+TEST_CASE("weight panels: linear_stacked == linear on each weight, bit for bit, where the panels serve it") {
+  Rng rng(22);
+  const Tensor wq = randn({64, 48}, rng), wk = randn({32, 48}, rng), wv = randn({40, 48}, rng);
+  const Tensor bq = randn({64}, rng), bk = randn({32}, rng), bv = randn({40}, rng);
+  const Tensor x = randn({32, 1, 48}, rng);
+  const std::vector<Tensor> want = {linear(x, wq, bq), linear(x, wk, bk), linear(x, wv, bv)};
+  CHECK(linear_stacked(x, {wq, wk, wv}, {bq, bk, bv}).empty());  // no scope
+  WeightPanels cache;
+  NoGradGuard no_grad;
+  const WeightPanelsScope scope(cache);
+  for (int round = 0; round < 2; ++round) {  // packed, then served from the cache
+    const std::vector<Tensor> got = linear_stacked(x, {wq, wk, wv}, {bq, bk, bv});
+    REQUIRE(got.size() == 3);
+    for (size_t i = 0; i < 3; ++i) {
+      CHECK(got[i].shape() == want[i].shape());
+      CHECK(eng::test::max_abs_diff(got[i], want[i]) == 0);
+    }
+    CHECK(cache.size() == 1);
+  }
+  CHECK(linear_stacked(randn({2, 48}, rng), {wq, wk}, {bq, bk}).empty());  // two rows: gemm's dot path
+  CHECK(linear_stacked(x, {wq, wk}, {bq, Tensor()}).empty());              // a weight without bias
+}
+
+TEST_CASE("weight panels: linear_activation == bias_activation(linear), bit for bit, inside the product or not") {
+  Rng rng(23);
+  const Tensor w = randn({160, 48}, rng), b = randn({160}, rng);
+  for (int64_t rows : {2, 15, 32})
+    for (BiasActivation act :
+         {BiasActivation::None, BiasActivation::Relu, BiasActivation::GeluErf, BiasActivation::GeluTanh}) {
+      const Tensor x = randn({rows, 1, 48}, rng);
+      const Tensor want = bias_activation(linear(x, w, b), Tensor(), act);
+      WeightPanels cache;
+      NoGradGuard no_grad;
+      const WeightPanelsScope scope(cache);
+      CHECK(eng::test::max_abs_diff(linear_activation(x, w, b, act), want) == 0);
+      CHECK(cache.size() == (rows > 2 ? 1u : 0u));
+    }
 }
