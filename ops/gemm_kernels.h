@@ -59,6 +59,9 @@ struct KernelSet {
 // pack writes the panels of src (element (r, k) at src[r * rs + k * cs]) for k < kc, rounding by bf16_from_f32:
 // ceil(rows / width) panels of `width` rows, panel i at dst + i * width * (kc + 1) / 2, so that one call reads
 // each source line once whichever axis is contiguous.
+// pack_rows and kernel_rows: the same for A as stored (cs == 1), with each panel row-major instead (element (r, p)
+// at dst[r * depth + p], depth = (kc + 1) / 2, rows past `rows` zero): a row's pairs are its values in order, so
+// packing converts them without a transpose; kernel_rows reads row r of its panel at a + r * pairs.
 using PairKernel = void (*)(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool load_c,
                             const float* bias);
 using PairPackFn = void (*)(const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t width, int64_t kc,
@@ -68,6 +71,8 @@ struct PairKernelSet {
   int64_t mr = 0, nr = 0, kc = 0, nc = 0, mc = 0;  // as in KernelSet; kc even, counted in k (not pairs)
   PairKernel kernel = nullptr;
   PairPackFn pack = nullptr;
+  PairKernel kernel_rows = nullptr;
+  PairPackFn pack_rows = nullptr;
 };
 
 // The bf16 driver (ops/gemm_bf16.cpp): with `pairs` (AVX512_BF16), or with the f32 kernels `f32` on panels of
