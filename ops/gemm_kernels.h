@@ -39,9 +39,9 @@ struct KernelSet {
   int64_t kc = 0;          // k slice: an mr x kc panel of A stays in L1
   int64_t nc = 0;          // columns of packed B swept per A panel: kc x nc stays in L2
   int64_t mc = 0;          // rows of A per job (a multiple of mr)
-  // Products of up to this many multiply-adds in one k slice read A and B as stored (ops/gemm.cpp: gemm_small):
-  // while both sit in L2, packing them costs more than it saves.
-  int64_t in_place_work = 0;
+  // Products of up to this many multiply-adds, K <= in_place_kc and B of at most in_place_kc x in_place_nc read A
+  // and B as stored (ops/gemm.cpp: gemm_small): while both sit in L2, packing them costs more than it saves.
+  int64_t in_place_work = 0, in_place_kc = 0, in_place_nc = 0;
   MicroKernel<T> kernel = nullptr;
   // A tile of fewer rows on the same B panels (0: none), for products of a few rows (gemm with PackedB): their rows
   // split into tiles of mr and mr_short rows with the fewest padding rows (32 = 4 x 8 on AVX-512, not 14 + 14 + 4).
