@@ -111,11 +111,16 @@ ENG_AVX512BF16 void pack_pairs_across_k(const float* src, int64_t cs, int64_t ro
           _mm_prefetch(reinterpret_cast<const char*>(even_row + 16 * cs + r0), _MM_HINT_T0);
           _mm_prefetch(reinterpret_cast<const char*>(even_row + 17 * cs + r0), _MM_HINT_T0);
         }
+        uint32_t* d = dst + (i * depth + k / 2) * width + c0;
+        if (n == 16 && odd_row) {  // a whole run of 16 columns: plain loads and store
+          const __m512bh both = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(odd_row + r0), _mm512_loadu_ps(even_row + r0));
+          _mm512_storeu_si512(d, _mm512_permutexvar_epi16(interleave, (__m512i)both));
+          continue;
+        }
         const __m512 even = _mm512_maskz_loadu_ps(keep, even_row + r0);
         const __m512 odd = odd_row ? _mm512_maskz_loadu_ps(keep, odd_row + r0) : _mm512_setzero_ps();
         const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(odd, even);  // even in the low half, odd in the high
-        _mm512_mask_storeu_epi32(dst + (i * depth + k / 2) * width + c0, store,
-                                 _mm512_maskz_permutexvar_epi16(~__mmask32(0), interleave, both));
+        _mm512_mask_storeu_epi32(d, store, _mm512_maskz_permutexvar_epi16(~__mmask32(0), interleave, both));
       }
   }
 }
