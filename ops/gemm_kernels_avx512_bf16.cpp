@@ -179,8 +179,9 @@ PairKernelSet avx512bf16_kernels() {
   s.mr = kMr, s.nr = kNr;
   // As the f32 AVX-512 set of kc = 384 in bytes: a pair row of B is 128 bytes, one f32 row's worth, so kc doubles.
   // 1536 x 256 (the f32 set's 768 x 256 in bytes) ran the bf16 GEMM shapes faster alone (2048³ 216 -> 348 GFLOP/s,
-  // best of 4, one loaded core) but bench train --precision bf16 2.5-4x slower in CPU time per step (5 pairs), its
-  // elementwise kernels too: not understood yet, so the bf16 set keeps these.
+  // best of 4, one loaded core) but bench train --precision bf16 2.5-4x slower in CPU time per step, its elementwise
+  // kernels too, and as fast as with these once glibc's heap trimming was off (MALLOC_TRIM_THRESHOLD_ and
+  // MALLOC_TOP_PAD_ set: 1.71 -> 0.43 s per step): a heap effect of the larger buffers, to be removed before.
   s.kc = 768, s.nc = 15 * kNr, s.mc = 14 * kMr;
   s.kernel = kernel;
   s.pack = pack;
