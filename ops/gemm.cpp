@@ -444,11 +444,12 @@ void gemm_packed(const GemmArgs<T>& g, const KernelSet<T>& ks, bool threaded) {
     }
 }
 
-// Products of up to the kernel set's in_place_work in one k slice, with a B no bigger than the block the packed
-// path keeps in L2 and at least two panels of it (for the threads to share), skip the packing.
+// Products of up to the kernel set's in_place_work with K and B within its in-place bounds (KernelSet) and at
+// least two panels of B (for the threads to share) skip the packing.
 template <class T>
 bool in_place(const GemmArgs<T>& g, const KernelSet<T>& ks, int64_t work) {
-  return work <= ks.in_place_work && g.K <= ks.kc && g.N > ks.nr && g.K * g.N <= ks.kc * ks.nc;
+  return work <= ks.in_place_work && g.K <= ks.in_place_kc && g.N > ks.nr &&
+         g.K * g.N <= ks.in_place_kc * ks.in_place_nc;
 }
 
 template <class T>

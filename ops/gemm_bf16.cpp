@@ -38,10 +38,12 @@ constexpr int64_t kThreadWork = int64_t(1) << 21;  // M·N·K from this on is sp
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// vdpbf16ps on pair panels: a k slice of kc is (kc + 1) / 2 panel rows.
+// vdpbf16ps on pair panels: a k slice of kc is (kc + 1) / 2 panel rows. A as stored (rows along k) goes into
+// row-major panels (pack_rows, kernel_rows: no transpose), any other A and B into k-major ones.
 struct PairPath {
   using P = uint32_t;
   const PairKernelSet& ks;
+  bool rows_a;
   int64_t mr() const { return ks.mr; }
   int64_t nr() const { return ks.nr; }
   int64_t kc() const { return ks.kc; }
@@ -51,8 +53,11 @@ struct PairPath {
   void pack(const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t width, int64_t kc, P* dst) const {
     ks.pack(src, rs, cs, rows, width, kc, dst);
   }
+  void pack_a(const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t width, int64_t kc, P* dst) const {
+    (rows_a ? ks.pack_rows : ks.pack)(src, rs, cs, rows, width, kc, dst);
+  }
   void kernel(int64_t kc, const P* a, const P* b, float* c, int64_t ldc, bool load_c, const float* bias) const {
-    ks.kernel(depth(kc), a, b, c, ldc, load_c, bias);
+    (rows_a ? ks.kernel_rows : ks.kernel)(depth(kc), a, b, c, ldc, load_c, bias);
   }
 };
 
@@ -76,6 +81,9 @@ struct RoundedPath {
         for (int64_t r = 0; r < width; ++r)
           dst[k * width + r] = r0 + r < rows && from < kc ? bf16_round(src[(r0 + r) * rs + from * cs]) : 0.f;
       }
+  }
+  void pack_a(const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t width, int64_t kc, P* dst) const {
+    pack(src, rs, cs, rows, width, kc, dst);
   }
   void kernel(int64_t kc, const P* a, const P* b, float* c, int64_t ldc, bool load_c, const float* bias) const {
     if (bias && !load_c) fill_rows(c, ldc, ks.mr, bias, ks.nr), load_c = true;
@@ -111,7 +119,7 @@ void job(const GemmArgs<float>& g, const Path& path, const typename Path::P* bp,
   const int64_t mr = path.mr(), nr = path.nr(), depth = Path::depth(kc), q_block = std::max<int64_t>(1, path.nc() / nr);
   const bool load_c = g.accumulate || k0 > 0;
   P* ap = scratch<P>(kSlotA, ceil_div(rows, mr) * mr * depth);
-  path.pack(g.A + m0 * g.a_rs + k0 * g.a_cs, g.a_rs, g.a_cs, rows, mr, kc, ap);
+  path.pack_a(g.A + m0 * g.a_rs + k0 * g.a_cs, g.a_rs, g.a_cs, rows, mr, kc, ap);
   // A block of nc columns of the slice stays in L2 while every A panel of the job sweeps it.
   for (int64_t qa = q0; qa < q1; qa += q_block)
     for (int64_t i = 0; i < rows; i += mr)
@@ -177,7 +185,7 @@ void gemm_bf16(const GemmArgs<float>& g, const KernelSet<float>& f32, const Pair
   }
   const bool threaded = g.M * g.N * g.K >= kThreadWork;
   if (pairs)
-    drive(g, PairPath{*pairs}, threaded);
+    drive(g, PairPath{*pairs, g.a_cs == 1 && pairs->pack_rows}, threaded);
   else
     drive(g, RoundedPath{f32}, threaded);
 }

@@ -39,9 +39,9 @@ struct KernelSet {
   int64_t kc = 0;          // k slice: an mr x kc panel of A stays in L1
   int64_t nc = 0;          // columns of packed B swept per A panel: kc x nc stays in L2
   int64_t mc = 0;          // rows of A per job (a multiple of mr)
-  // Products of up to this many multiply-adds in one k slice read A and B as stored (ops/gemm.cpp: gemm_small):
-  // while both sit in L2, packing them costs more than it saves.
-  int64_t in_place_work = 0;
+  // Products of up to this many multiply-adds, K <= in_place_kc and B of at most in_place_kc x in_place_nc read A
+  // and B as stored (ops/gemm.cpp: gemm_small): while both sit in L2, packing them costs more than it saves.
+  int64_t in_place_work = 0, in_place_kc = 0, in_place_nc = 0;
   MicroKernel<T> kernel = nullptr;
   // A tile of fewer rows on the same B panels (0: none), for products of a few rows (gemm with PackedB): their rows
   // split into tiles of mr and mr_short rows with the fewest padding rows (32 = 4 x 8 on AVX-512, not 14 + 14 + 4).
@@ -60,6 +60,9 @@ struct KernelSet {
 // pack writes the panels of src (element (r, k) at src[r * rs + k * cs]) for k < kc, rounding by bf16_from_f32:
 // ceil(rows / width) panels of `width` rows, panel i at dst + i * width * (kc + 1) / 2, so that one call reads
 // each source line once whichever axis is contiguous.
+// pack_rows and kernel_rows: the same for A as stored (cs == 1), with each panel row-major instead (element (r, p)
+// at dst[r * depth + p], depth = (kc + 1) / 2, rows past `rows` zero): a row's pairs are its values in order, so
+// packing converts them without a transpose; kernel_rows reads row r of its panel at a + r * pairs.
 using PairKernel = void (*)(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool load_c,
                             const float* bias);
 using PairPackFn = void (*)(const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t width, int64_t kc,
@@ -69,6 +72,8 @@ struct PairKernelSet {
   int64_t mr = 0, nr = 0, kc = 0, nc = 0, mc = 0;  // as in KernelSet; kc even, counted in k (not pairs)
   PairKernel kernel = nullptr;
   PairPackFn pack = nullptr;
+  PairKernel kernel_rows = nullptr;
+  PairPackFn pack_rows = nullptr;
 };
 
 // The bf16 driver (ops/gemm_bf16.cpp): with `pairs` (AVX512_BF16), or with the f32 kernels `f32` on panels of

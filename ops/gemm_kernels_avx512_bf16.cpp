@@ -20,8 +20,11 @@ namespace {
 
 constexpr int kMr = 14, kNr = 32;
 
-ENG_AVX512BF16 void kernel(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool load_c,
-                          const float* bias) {
+// kRowsA: A's panel row-major (row r at a + r * pairs, PairKernelSet::kernel_rows), else k-major (pair p of row r
+// at a[p * kMr + r]).
+template <bool kRowsA>
+ENG_AVX512BF16 void tile(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool load_c,
+                         const float* bias) {
   __m512 lo[kMr], hi[kMr];
   const __m512 bias_lo = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
   const __m512 bias_hi = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
@@ -30,11 +33,15 @@ ENG_AVX512BF16 void kernel(int64_t pairs, const uint32_t* a, const uint32_t* b, 
     lo[r] = load_c ? _mm512_loadu_ps(c + r * ldc) : bias_lo;
     hi[r] = load_c ? _mm512_loadu_ps(c + r * ldc + 16) : bias_hi;
   }
-  for (int64_t p = 0; p < pairs; ++p, a += kMr, b += kNr) {
+  // Row-major A: rows 0-6 and 7-13 from two bases at the same 7 offsets (14 row pointers would spill).
+  const int64_t s = kRowsA ? pairs : 1;
+  const int64_t off[7] = {0, s, 2 * s, 3 * s, 4 * s, 5 * s, 6 * s};
+  const uint32_t* a7 = a + 7 * s;
+  for (int64_t p = 0; p < pairs; ++p, a += kRowsA ? 1 : kMr, a7 += kRowsA ? 1 : kMr, b += kNr) {
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + 16);
 #pragma GCC unroll 16
     for (int r = 0; r < kMr; ++r) {
-      const __m512bh av = (__m512bh)_mm512_set1_epi32(int(a[r]));
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(int(r < 7 ? a[off[r]] : a7[off[r - 7]]));
       lo[r] = _mm512_dpbf16_ps(lo[r], av, b0);
       hi[r] = _mm512_dpbf16_ps(hi[r], av, b1);
     }
@@ -44,6 +51,16 @@ ENG_AVX512BF16 void kernel(int64_t pairs, const uint32_t* a, const uint32_t* b, 
     _mm512_storeu_ps(c + r * ldc, lo[r]);
     _mm512_storeu_ps(c + r * ldc + 16, hi[r]);
   }
+}
+
+ENG_AVX512BF16 void kernel(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool load_c,
+                          const float* bias) {
+  tile<false>(pairs, a, b, c, ldc, load_c, bias);
+}
+
+ENG_AVX512BF16 void kernel_rows(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
+                               bool load_c, const float* bias) {
+  tile<true>(pairs, a, b, c, ldc, load_c, bias);
 }
 
 // Pairs along k contiguous in src (cs == 1: A as stored, B transposed): each of up to 16 rows converts 32 values
@@ -94,12 +111,43 @@ ENG_AVX512BF16 void pack_pairs_across_k(const float* src, int64_t cs, int64_t ro
           _mm_prefetch(reinterpret_cast<const char*>(even_row + 16 * cs + r0), _MM_HINT_T0);
           _mm_prefetch(reinterpret_cast<const char*>(even_row + 17 * cs + r0), _MM_HINT_T0);
         }
+        uint32_t* d = dst + (i * depth + k / 2) * width + c0;
+        if (n == 16 && odd_row) {  // a whole run of 16 columns: plain loads and store
+          const __m512bh both = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(odd_row + r0), _mm512_loadu_ps(even_row + r0));
+          _mm512_storeu_si512(d, _mm512_permutexvar_epi16(interleave, (__m512i)both));
+          continue;
+        }
         const __m512 even = _mm512_maskz_loadu_ps(keep, even_row + r0);
         const __m512 odd = odd_row ? _mm512_maskz_loadu_ps(keep, odd_row + r0) : _mm512_setzero_ps();
         const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(odd, even);  // even in the low half, odd in the high
-        _mm512_mask_storeu_epi32(dst + (i * depth + k / 2) * width + c0, store,
-                                 _mm512_maskz_permutexvar_epi16(~__mmask32(0), interleave, both));
+        _mm512_mask_storeu_epi32(d, store, _mm512_maskz_permutexvar_epi16(~__mmask32(0), interleave, both));
       }
+  }
+}
+
+// Row-major panels of rows along k (cs == 1, kernel_rows): each row converts 32 values at a time into its next 16
+// pairs, no transpose.
+ENG_AVX512BF16 void pack_rows(const float* src, int64_t rs, [[maybe_unused]] int64_t cs, int64_t rows, int64_t width,
+                              int64_t kc, uint32_t* dst) {
+  const int64_t depth = (kc + 1) / 2, padded = (rows + width - 1) / width * width;
+  for (int64_t r = 0; r < padded; ++r, src += rs, dst += depth) {
+    if (r >= rows) {
+      std::fill(dst, dst + depth, 0u);
+      continue;
+    }
+    int64_t k = 0;
+    for (; k + 32 <= kc; k += 32) {
+      const __m512bh both = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + k + 16), _mm512_loadu_ps(src + k));
+      _mm512_storeu_si512(dst + k / 2, (__m512i)both);
+    }
+    if (k < kc) {  // the tail by masked loads (zeros past kc: an odd kc's last pair is (x, 0))
+      const int64_t nk = kc - k;
+      const __mmask16 lo = __mmask16((1u << std::min<int64_t>(16, nk)) - 1);
+      const __mmask16 hi = __mmask16((1u << std::max<int64_t>(0, nk - 16)) - 1);
+      const __m512bh both =
+          _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, src + k + 16), _mm512_maskz_loadu_ps(lo, src + k));
+      _mm512_mask_storeu_epi32(dst + k / 2, __mmask16((1u << (nk + 1) / 2) - 1), (__m512i)both);
+    }
   }
 }
 
@@ -129,10 +177,16 @@ ENG_AVX512BF16 void pack(const float* src, int64_t rs, int64_t cs, int64_t rows,
 PairKernelSet avx512bf16_kernels() {
   PairKernelSet s;
   s.mr = kMr, s.nr = kNr;
-  // As the f32 AVX-512 set in bytes: a pair row of B is 128 bytes, one f32 row's worth, so kc doubles.
+  // As the f32 AVX-512 set of kc = 384 in bytes: a pair row of B is 128 bytes, one f32 row's worth, so kc doubles.
+  // 1536 x 256 (the f32 set's 768 x 256 in bytes) ran the bf16 GEMM shapes faster alone (2048³ 216 -> 348 GFLOP/s,
+  // best of 4, one loaded core) but bench train --precision bf16 2.5-4x slower in CPU time per step, its elementwise
+  // kernels too, and as fast as with these once glibc's heap trimming was off (MALLOC_TRIM_THRESHOLD_ and
+  // MALLOC_TOP_PAD_ set: 1.71 -> 0.43 s per step): a heap effect of the larger buffers, to be removed before.
   s.kc = 768, s.nc = 15 * kNr, s.mc = 14 * kMr;
   s.kernel = kernel;
   s.pack = pack;
+  s.kernel_rows = kernel_rows;
+  s.pack_rows = pack_rows;
   return s;
 }
 
