@@ -2,6 +2,7 @@
 // beside a baseline measured in the same run where one can be, and no other: a figure from elsewhere would
 // compare machines, not code.
 #include "tools/bench.h"
+#include "tools/heap_pad.h"
 #include "tools/tool_main.h"
 
 #include <cstdio>
@@ -28,6 +29,7 @@ bool register_bench(const std::string& name, const std::string& description, Ben
 }  // namespace eng::bench
 
 int main(int argc, char** argv) {
+  eng::pad_training_heap();
   const auto& reg = eng::bench::registry();
   const std::string sub = argc > 1 ? argv[1] : "";
   auto it = reg.find(sub);

@@ -38,6 +38,7 @@
 #include "tools/train/run_files.h"
 #include "tools/train/task.h"
 #include "tools/train/training_log.h"
+#include "tools/heap_pad.h"
 #include "tools/tool_main.h"
 
 using namespace eng;
@@ -411,6 +412,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  eng::pad_training_heap();
   if (argc < 2) {  // a bare `train` is a newcomer's first try: show how to start, not a 6000-step run
     std::fprintf(stderr, "usage: train TASK [flags]   (TASK: %s)\n"
                          "  e.g. train copy --steps 500        train text --data README.md --steps 200\n"
