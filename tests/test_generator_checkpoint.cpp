@@ -119,7 +119,9 @@ void check_same_logits(const LanguageModel& model, const std::string& path) {
 }  // namespace
 
 TEST_CASE("generator checkpoint: LanguageModel's parameters and the Generator's verdict, from the config alone") {
-  for (const auto& [what, c] : configs()) {
+  for (const auto& entry : configs()) {  // not a structured binding: clang's C++17 cannot capture one in CAPTURE
+    const std::string& what = entry.first;
+    const TransformerConfig& c = entry.second;
     CAPTURE(what);
     const LanguageModel model(c);
     CHECK(generator_unsupported(c) == Generator::unsupported(model));
@@ -142,7 +144,9 @@ TEST_CASE("generator checkpoint: LanguageModel's parameters and the Generator's 
 
 TEST_CASE("generator checkpoint: the logits of the Generator built from the model, f32 and quantized") {
   test::TempDir dir;
-  for (const auto& [what, c] : configs()) {
+  for (const auto& entry : configs()) {  // not a structured binding: clang's C++17 cannot capture one in CAPTURE
+    const std::string& what = entry.first;
+    const TransformerConfig& c = entry.second;
     CAPTURE(what);
     LanguageModel model(c);
     model.eval();
