@@ -49,6 +49,8 @@ const std::vector<std::string>& embed_variants();
 namespace {
 
 #ifdef ENG_EMBED_GENERATOR_ONLY
+constexpr bool generator_only = true;
+
 void check_variant(const std::string& attention) {
   const std::vector<std::string>& names = embed_variants();
   if (std::find(names.begin(), names.end(), attention) != names.end()) return;
@@ -56,6 +58,8 @@ void check_variant(const std::string& attention) {
   for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
   fail("attention: unknown variant '", terminal_text(attention), "' (known: ", known, ")");
 }
+#else
+constexpr bool generator_only = false;
 #endif
 
 std::vector<int64_t> parse_ids(const std::string& text, int64_t vocab) {
@@ -210,9 +214,9 @@ int run(int argc, char** argv) {
                  "end %.1f MiB (%.2fx)\n", first_ms, first_cpu, first_rss, first_rss / file_mb, end_rss,
                  end_rss / file_mb);
     std::fprintf(stderr, "embed: CPU before the first step: %.1f ms until the file is open (program start included), "
-                 "%.1f ms to build the model, "
-                 "%.1f ms to load it (the CRC-32 reads all the data)\n", opened_cpu,
-                 built_cpu - opened_cpu, loaded_cpu - built_cpu);
+                 "%.1f ms to %s, %.1f ms to load it (the CRC-32 reads all the data)\n", opened_cpu,
+                 built_cpu - opened_cpu, generator_only ? "check the configuration (no model is built)" : "build the model",
+                 loaded_cpu - built_cpu);
     if (per > 0)
       std::fprintf(stderr, "embed: per token after the first (%lld): %.0f us (%.0f us CPU), %.1f heap allocations, "
                    "%.1f allocator blocks\n", (long long)(tokens - 1), rest_ms * 1000 / per, rest_cpu * 1000 / per,
